@@ -1,0 +1,21 @@
+// The subcommands mpt's main dispatches to. Each returns the process exit code (core/common/error.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mpt::app {
+
+struct TrainOptions {
+  std::string spec_path;
+  std::vector<std::string> overrides;
+  std::string run_dir;         // empty: OUTPUT_ROOT/NAME
+  std::string resume = "auto"; // auto | never | PATH
+};
+
+int run_train(const TrainOptions& options);
+
+// Prints every spec key with type, default and meaning; markdown for docs/spec.md.
+int run_keys(bool markdown);
+
+}  // namespace mpt::app

@@ -1,0 +1,50 @@
+// mpt's entry point: one table of subcommands and flags; errors become the documented exit codes.
+#include <CLI/CLI.hpp>
+#include <torch/version.h>
+
+#include <iostream>
+
+#include "app/commands.h"
+#include "core/common/error.h"
+#include "mpt/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App cli{"mpt: mixed-precision training on LibTorch"};
+  cli.require_subcommand(1);
+  cli.set_version_flag("--version", std::string("mpt ") + mpt::kVersion + " (git " + mpt::kGitHash + ", LibTorch " +
+                                        TORCH_VERSION + ")");
+
+  mpt::app::TrainOptions train;
+  CLI::App* train_cmd = cli.add_subcommand("train", "Train a model from a YAML spec");
+  train_cmd->add_option("spec", train.spec_path, "Experiment spec (YAML)")->required();
+  train_cmd->add_option("overrides", train.overrides, "key=value overrides, e.g. optimizer.lr=3e-4 train.epochs=1");
+  train_cmd->add_option("--run-dir", train.run_dir, "Run directory (default: experiment.output_root/experiment.name)");
+  train_cmd->add_option("--resume", train.resume, "auto (newest valid checkpoint), never, or a checkpoint path")
+      ->default_str("auto");
+
+  bool markdown = false;
+  CLI::App* keys_cmd = cli.add_subcommand("keys", "List every spec key with its type, default and meaning");
+  keys_cmd->add_flag("--markdown", markdown, "Print the table as markdown (docs/spec.md)");
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = cli.exit(e);
+    return code == 0 ? mpt::kExitOk : mpt::kExitUsage;  // CLI11's own codes (100-115) are not ours
+  }
+
+  try {
+    if (*train_cmd) return mpt::app::run_train(train);
+    if (*keys_cmd) return mpt::app::run_keys(markdown);
+  } catch (const mpt::Error& e) {
+    std::cerr << "mpt: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << "mpt: error: LibTorch: " << e.what_without_backtrace() << "\n";
+    return mpt::kExitRunFailed;
+  } catch (const std::exception& e) {
+    std::cerr << "mpt: error: " << e.what() << "\n";
+    return mpt::kExitRunFailed;
+  }
+  return mpt::kExitUsage;
+}

@@ -1,0 +1,111 @@
+// `mpt train`: spec -> resolve -> run directory -> data -> model -> precision/trainer -> summary.
+// This file only wires components together; each decision lives in the component that owns it.
+#include <csignal>
+#include <chrono>
+#include <filesystem>
+
+#include "app/commands.h"
+#include "core/common/error.h"
+#include "core/common/hardware.h"
+#include "core/config/load.h"
+#include "core/config/resolve.h"
+#include "core/config/sections.h"
+#include "core/io/run_dir.h"
+#include "core/train/summary.h"
+
+namespace mpt::app {
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+
+void request_stop(int signal) {
+  g_stop_requested = true;
+  std::signal(signal, SIG_DFL);  // a second Ctrl-C stops at once
+}
+
+int64_t steps_per_epoch(int64_t batches_per_epoch, int64_t grad_accum_steps) {
+  return std::max<int64_t>(1, batches_per_epoch / grad_accum_steps);
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  config::Spec spec = config::load_spec(options.spec_path, options.overrides);
+  config::resolve_spec(spec, config::probe_hardware());
+  config::ExperimentConfig c = config::read_sections(spec);
+
+  const std::string run_dir = options.run_dir.empty() ? c.output_root + "/" + c.name : options.run_dir;
+  io::RunPlan plan = io::plan_run(run_dir, options.resume, spec);
+  std::filesystem::create_directories(run_dir);
+  io::write_file_atomically(run_dir + "/config.yaml", spec.to_yaml());
+
+  auto logger = io::make_logger(run_dir + "/train.log");
+  train::EventLog events(run_dir + "/events.jsonl", logger);
+  for (const auto& [path, why] : plan.rejected) events.checkpoint_rejected(path, why);
+  logger->info("mpt train {} -> {}\n{}", options.spec_path, run_dir, spec.to_table());
+
+  const int threads = hardware::configure_threads(static_cast<int>(c.threads));
+  const torch::Device device(c.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  const std::string blas = hardware::blas_description();
+  logger->info("device {} | {} threads | BLAS {} | precision {} | loss scale {}", c.device, threads, blas,
+               c.precision.mode, precision::loss_scale_mode_name(c.precision.loss_scale.mode));
+  torch::manual_seed(c.seed);
+
+  const data::Dataset train_set = data::load_fashion_mnist(c.data.root, "train", c.data.train_limit);
+  const data::Dataset test_set = data::load_fashion_mnist(c.data.root, "t10k", c.data.test_limit);
+  data::BatchLoader train_loader(train_set, c.data.batch_size, c.data.shuffle, c.seed, /*drop_last=*/true);
+  logger->info("data {}: {} train / {} test samples, {} batches of {} per epoch", c.data.name, train_set.size(),
+               test_set.size(), train_loader.batches_per_epoch(), c.data.batch_size);
+
+  const models::DataShape shape{train_set.images[0].numel(), train_set.num_classes};
+  models::Model model = models::build_model(c.model, shape, precision::Fp32Policy(c.precision.fp32_modules));
+  model->to(device);
+
+  const int64_t per_epoch = steps_per_epoch(train_loader.batches_per_epoch(), c.train.grad_accum_steps);
+  const int64_t global_batch = c.data.batch_size * c.train.grad_accum_steps;
+  c.train.total_steps = c.max_steps > 0 ? c.max_steps : c.epochs * per_epoch;
+  if (c.train.eval_every_steps == 0) c.train.eval_every_steps = per_epoch;
+  const train::ScaledLr scaled =
+      train::apply_linear_scaling(c.optimizer.lr, c.schedule.warmup_steps, global_batch, c.base_batch_size);
+  c.schedule.peak_lr = scaled.lr;
+  c.schedule.warmup_steps = scaled.warmup_steps;
+  c.schedule.total_steps = c.train.total_steps;
+  if (c.base_batch_size > 0)
+    logger->info("linear scaling rule: global batch {} / base {} -> lr {:g}, warmup {} steps", global_batch,
+                 c.base_batch_size, scaled.lr, scaled.warmup_steps);
+
+  io::JsonlWriter metrics(run_dir + "/metrics.jsonl");
+  io::CheckpointStore checkpoints(run_dir + "/checkpoints", c.checkpoint_keep_last);
+  io::Progress progress(c.progress == "bar" || (c.progress == "auto" && io::stderr_is_live_terminal()));
+  train::Trainer trainer(c.train, c.schedule, model, train::build_optimizer(c.optimizer, model->parameters()),
+                         precision::LossScaler(c.precision.loss_scale), precision::compute_dtype(c.precision.mode),
+                         device, train_loader, test_set, train::RunSinks{metrics, events, logger, checkpoints, progress});
+  if (plan.resume_from) trainer.resume(*plan.resume_from);
+
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+  const train::TrainResult result = trainer.run(g_stop_requested);
+
+  train::RunContext context;
+  context.name = c.name;
+  context.precision_mode = c.precision.mode;
+  context.loss_scale_mode = precision::loss_scale_mode_name(c.precision.loss_scale.mode);
+  context.device = c.device;
+  context.threads = threads;
+  context.blas = blas;
+  context.global_batch_size = global_batch;
+  context.total_steps = c.train.total_steps;
+  context.peak_memory_bytes = hardware::peak_rss_bytes();
+  context.wall_time_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const nlohmann::json summary = train::make_summary(result, context);
+  io::write_file_atomically(run_dir + "/summary.json", summary.dump(2) + "\n");
+
+  logger->info("{}: {} after {} steps ({} skipped); test accuracy {:.4f}; {:.0f} samples/s; summary {}/summary.json",
+               c.name, result.status, result.steps, result.skipped_steps,
+               result.eval ? result.eval->accuracy : 0.0, summary["samples_per_sec"].get<double>(), run_dir);
+  if (result.status != "completed") logger->error("{}", result.diagnosis);
+  return result.status == "completed" ? kExitOk : kExitRunFailed;
+}
+
+}  // namespace mpt::app

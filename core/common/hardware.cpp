@@ -1,0 +1,77 @@
+// Hardware probes. OpenBLAS is reached through dlsym so mpt links against whichever BLAS Debian's
+// alternatives select, and can still say which one that is and steer its threads.
+#include "core/common/hardware.h"
+
+#include <dlfcn.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include <torch/torch.h>
+#ifdef MPT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace mpt::hardware {
+
+bool cpu_has_native_bf16() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    return line.find(" avx512_bf16") != std::string::npos || line.find(" amx_bf16") != std::string::npos;
+  }
+  return false;
+}
+
+bool cuda_available() { return torch::cuda::is_available(); }
+
+int cuda_compute_capability() {
+#ifdef MPT_WITH_CUDA
+  if (!cuda_available()) return 0;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  return major * 10 + minor;
+#else
+  return 0;
+#endif
+}
+
+int configure_threads(int requested) {
+  int threads = requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads);
+  using SetThreads = void (*)(int);
+  if (auto set_blas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    set_blas_threads(threads);
+  return threads;
+}
+
+std::string blas_description() {
+  using GetConfig = char* (*)();
+  if (auto get_config = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
+    std::string description = get_config();
+    using GetCore = char* (*)();
+    if (auto get_core = reinterpret_cast<GetCore>(dlsym(RTLD_DEFAULT, "openblas_get_corename")))
+      description += " (" + std::string(get_core()) + ")";
+    return description;
+  }
+  if (dlsym(RTLD_DEFAULT, "sgemm_")) return "reference or unknown BLAS (FP32 will be slow; install libopenblas0)";
+  return "unknown";
+}
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::string host_name() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+}  // namespace mpt::hardware

@@ -1,0 +1,23 @@
+// What this machine offers mpt: CPU BF16 support, CUDA devices, threads and the BLAS behind FP32 GEMM,
+// and the process's peak memory. Read once by resolution, doctor-style logging and summary.json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mpt::hardware {
+
+bool cpu_has_native_bf16();     // AVX512-BF16 or AMX-BF16: oneDNN runs BF16 GEMM natively
+bool cuda_available();
+int cuda_compute_capability();  // major*10+minor of device 0; 0 without CUDA
+
+// Sets LibTorch's intra-op threads and, when OpenBLAS is loaded, its thread count; 0 means all cores.
+int configure_threads(int requested);
+
+// "OpenBLAS 0.3.21 ... (Haswell)", "reference BLAS", or "unknown".
+std::string blas_description();
+
+int64_t peak_rss_bytes();
+std::string host_name();
+
+}  // namespace mpt::hardware

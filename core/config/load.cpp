@@ -1,0 +1,178 @@
+// Spec loading: parse, flatten nested sections to dotted keys, apply overrides, fill defaults, type-check.
+#include "core/config/load.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "core/common/error.h"
+#include "core/config/schema.h"
+
+namespace mpt::config {
+namespace {
+
+bool is_section(const std::string& prefix) {
+  for (const auto& spec : schema())
+    if (spec.key.compare(0, prefix.size() + 1, prefix + ".") == 0) return true;
+  return false;
+}
+
+std::string unknown_key_message(const std::string& where, const std::string& key) {
+  std::string message = where + ": unknown key '" + key + "'";
+  std::string suggestion = closest_key(key);
+  if (!suggestion.empty()) message += "; did you mean '" + suggestion + "'?";
+  else message += "; see docs/spec.md for every key";
+  return message;
+}
+
+bool is_integer_scalar(const YAML::Node& node, int64_t* value) {
+  try {
+    *value = node.as<int64_t>();
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+// Checks one value against its key's type and bounds; returns "" when fine, else what is wrong.
+std::string check_value(const KeySpec& spec, const YAML::Node& node) {
+  auto number_in_range = [&](double v) {
+    bool low = spec.min_exclusive ? v > spec.min : v >= spec.min;
+    bool high = spec.max_exclusive ? v < spec.max : v <= spec.max;
+    return std::isfinite(v) && low && high;
+  };
+  const std::string expected = "expected " + describe_allowed(spec);
+  switch (spec.type) {
+    case KeyType::kInt: {
+      int64_t v;
+      if (!node.IsScalar() || !is_integer_scalar(node, &v) || !number_in_range(static_cast<double>(v))) return expected;
+      return "";
+    }
+    case KeyType::kFloat: {
+      if (!node.IsScalar()) return expected;
+      try {
+        return number_in_range(node.as<double>()) ? "" : expected;
+      } catch (const YAML::Exception&) {
+        return expected;
+      }
+    }
+    case KeyType::kBool:
+      try {
+        if (node.IsScalar()) node.as<bool>();
+        return node.IsScalar() ? "" : expected;
+      } catch (const YAML::Exception&) {
+        return "expected true or false";
+      }
+    case KeyType::kString: {
+      if (!node.IsScalar() && !node.IsNull()) return expected;
+      if (spec.choices.empty()) return "";
+      std::string value = node.IsNull() ? "" : node.as<std::string>();
+      for (const auto& c : spec.choices)
+        if (c == value) return "";
+      return expected;
+    }
+    case KeyType::kIntList:
+      if (!node.IsSequence()) return expected + ", e.g. [1, 2]";
+      for (const auto& item : node) {
+        int64_t v;
+        if (!item.IsScalar() || !is_integer_scalar(item, &v) || static_cast<double>(v) < spec.min) return expected;
+      }
+      return "";
+    case KeyType::kStringList:
+      if (!node.IsSequence()) return expected + ", e.g. [a, b]";
+      for (const auto& item : node)
+        if (!item.IsScalar()) return expected;
+      return "";
+  }
+  return expected;
+}
+
+std::string where_in(const std::string& source, const YAML::Node& node) {
+  return source + ":" + std::to_string(node.Mark().line + 1);
+}
+
+// Walks nested maps down to schema leaves, recording "file:line" origins.
+void flatten(const YAML::Node& map, const std::string& prefix, const std::string& source, Spec& spec,
+             std::vector<std::string>& problems) {
+  for (const auto& entry : map) {
+    const std::string name = entry.first.as<std::string>();
+    const std::string key = prefix.empty() ? name : prefix + "." + name;
+    const YAML::Node& value = entry.second;
+    const std::string where = where_in(source, entry.first);
+    if (const KeySpec* key_spec = find_key(key)) {
+      std::string problem = check_value(*key_spec, value);
+      if (!problem.empty()) problems.push_back(where + ": " + key + " = " + yaml_inline(value) + ": " + problem);
+      else spec.set(key, value, where);
+    } else if (is_section(key)) {
+      if (value.IsMap()) flatten(value, key, source, spec, problems);
+      else if (!value.IsNull()) problems.push_back(where + ": '" + key + "' is a section; expected a mapping of keys");
+    } else {
+      problems.push_back(unknown_key_message(where, key));
+    }
+  }
+}
+
+void apply_override(const std::string& text, Spec& spec, std::vector<std::string>& problems) {
+  const std::string where = "override '" + text + "'";
+  auto equals = text.find('=');
+  if (equals == std::string::npos || equals == 0) {
+    problems.push_back(where + ": expected key=value, e.g. optimizer.lr=3e-4");
+    return;
+  }
+  const std::string key = text.substr(0, equals);
+  const KeySpec* key_spec = find_key(key);
+  if (!key_spec) {
+    problems.push_back(unknown_key_message(where, key));
+    return;
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(equals + 1));
+  } catch (const YAML::Exception& e) {
+    problems.push_back(where + ": the value is not valid YAML: " + e.msg);
+    return;
+  }
+  std::string problem = check_value(*key_spec, value);
+  if (!problem.empty()) problems.push_back(where + ": " + key + " = " + yaml_inline(value) + ": " + problem);
+  else spec.set(key, value, "override");
+}
+
+}  // namespace
+
+void throw_if_errors(const std::string& what, const std::vector<std::string>& problems) {
+  if (problems.empty()) return;
+  std::ostringstream message;
+  message << what << ": " << problems.size() << (problems.size() == 1 ? " error" : " errors");
+  for (const auto& p : problems) message << "\n  " << p;
+  throw UsageError(message.str());
+}
+
+Spec parse_spec(const std::string& yaml_text, const std::string& source_name,
+                const std::vector<std::string>& overrides) {
+  Spec spec(source_name);
+  std::vector<std::string> problems;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw UsageError(source_name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                     ": not valid YAML: " + e.msg);
+  }
+  if (root.IsMap()) flatten(root, "", source_name, spec, problems);
+  else if (!root.IsNull()) problems.push_back(source_name + ":1: expected a mapping of sections (experiment:, model:, ...)");
+  for (const auto& text : overrides) apply_override(text, spec, problems);
+  throw_if_errors(source_name, problems);
+  for (const auto& key_spec : schema())
+    if (!spec.has(key_spec.key)) spec.set(key_spec.key, YAML::Load(key_spec.default_yaml), "default");
+  return spec;
+}
+
+Spec load_spec(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(path + ": cannot open the spec file (does it exist?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_spec(text.str(), path, overrides);
+}
+
+}  // namespace mpt::config

@@ -1,0 +1,79 @@
+// Spec resolution: every decision "auto" stands for is made here once, recorded with its reason as the
+// value's origin, and written to the run directory's config.yaml.
+#include "core/config/resolve.h"
+
+#include <filesystem>
+
+#include "core/common/hardware.h"
+#include "core/config/load.h"
+#include "core/data/dataset.h"
+
+namespace mpt::config {
+namespace {
+
+std::string at(const Spec& spec, const std::string& key) { return spec.origin(key) + ": " + key; }
+
+}  // namespace
+
+HardwareFacts probe_hardware() {
+  return {hardware::cuda_available(), hardware::cuda_compute_capability(), hardware::cpu_has_native_bf16()};
+}
+
+void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
+  std::vector<std::string> problems;
+
+  std::string device = spec.get_string("device.type");
+  if (device == "auto") {
+    device = hardware.cuda_available ? "cuda" : "cpu";
+    spec.set("device.type", YAML::Node(device), hardware.cuda_available ? "auto: CUDA available" : "auto: no CUDA");
+  } else if (device == "cuda" && !hardware.cuda_available) {
+    problems.push_back(at(spec, "device.type") + " = cuda, but this build or machine has no CUDA device; use cpu or auto");
+  }
+
+  std::string mode = spec.get_string("precision.mode");
+  if (mode == "mixed") {
+    if (device == "cuda") {
+      mode = hardware.cuda_capability >= 80 ? "mixed_bf16" : "mixed_fp16";
+      spec.set("precision.mode", YAML::Node(mode),
+               "mixed: CUDA compute capability " + std::to_string(hardware.cuda_capability) +
+                   (mode == "mixed_bf16" ? " has BF16" : " (<8.0) has FP16 Tensor Cores only"));
+    } else if (hardware.cpu_native_bf16) {
+      mode = "mixed_bf16";
+      spec.set("precision.mode", YAML::Node(mode), "mixed: this CPU has AVX512-BF16/AMX");
+    } else {
+      problems.push_back(at(spec, "precision.mode") +
+                         " = mixed, but this CPU has no native BF16 (AVX512-BF16/AMX) and FP16 needs CUDA; "
+                         "use fp32, or mixed_bf16 to accept emulated BF16");
+    }
+  } else if (mode == "mixed_fp16" && device != "cuda") {
+    problems.push_back(at(spec, "precision.mode") +
+                       " = mixed_fp16 needs device.type cuda: LibTorch has no FP16 GEMM/conv on CPU; use mixed_bf16");
+  }
+
+  if (spec.get_string("precision.loss_scale.mode") == "auto") {
+    const bool fp16 = mode == "mixed_fp16";
+    spec.set("precision.loss_scale.mode", YAML::Node(fp16 ? "dynamic" : "none"),
+             fp16 ? "auto: fp16 needs loss scaling" : "auto: " + mode + " has FP32's exponent range");
+  }
+
+  if (spec.get_string("experiment.name").empty())
+    spec.set("experiment.name", YAML::Node(std::filesystem::path(spec.source_path()).stem().string()),
+             "the spec file's name");
+
+  if (spec.get_int("train.epochs") == 0 && spec.get_int("train.max_steps") == 0)
+    problems.push_back(at(spec, "train.epochs") + " and train.max_steps are both 0; set one to a positive number");
+
+  const std::string root = spec.get_string("data.root");
+  if (!std::filesystem::is_directory(root)) {
+    problems.push_back(at(spec, "data.root") + " = " + root +
+                       ": no such folder (for Fashion-MNIST: apt-get install dataset-fashion-mnist)");
+  } else {
+    for (const auto& stem : data::fashion_mnist_stems())
+      if (data::find_idx_file(root, stem).empty())
+        problems.push_back(at(spec, "data.root") + " = " + root + ": missing " + stem + "[.gz]");
+  }
+
+  throw_if_errors(spec.source_path(), problems);
+}
+
+}  // namespace mpt::config

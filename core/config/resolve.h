@@ -1,0 +1,22 @@
+// Resolution and cross-key validation of a loaded spec, before any training work: "auto" and "mixed" become
+// concrete choices for this machine, and every inconsistency or missing file is reported at once (exit 2).
+#pragma once
+
+#include "core/config/spec.h"
+
+namespace mpt::config {
+
+// What resolution needs to know about the machine (injectable so tests can ask "what if there is a GPU").
+struct HardwareFacts {
+  bool cuda_available = false;
+  int cuda_capability = 0;  // major*10+minor
+  bool cpu_native_bf16 = false;
+};
+
+HardwareFacts probe_hardware();
+
+// Resolves device.type, precision.mode, precision.loss_scale.mode and experiment.name in place, and checks
+// what single-key validation cannot: data files, train length, precision/device combinations.
+void resolve_spec(Spec& spec, const HardwareFacts& hardware);
+
+}  // namespace mpt::config

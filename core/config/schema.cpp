@@ -1,0 +1,184 @@
+// The spec key table. Defaults here are the defaults everywhere (README/docs are generated from it).
+#include "core/config/schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace mpt::config {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+KeySpec integer(std::string key, std::string def, double min, double max, std::string doc) {
+  return KeySpec{std::move(key), KeyType::kInt, std::move(def), {}, min, max, false, false, std::move(doc)};
+}
+KeySpec real(std::string key, std::string def, double min, double max, std::string doc, bool min_exclusive = false,
+             bool max_exclusive = false) {
+  return KeySpec{std::move(key), KeyType::kFloat, std::move(def), {}, min, max, min_exclusive, max_exclusive,
+                 std::move(doc)};
+}
+KeySpec boolean(std::string key, std::string def, std::string doc) {
+  return KeySpec{std::move(key), KeyType::kBool, std::move(def), {}, -kInf, kInf, false, false, std::move(doc)};
+}
+KeySpec text(std::string key, std::string def, std::string doc) {
+  return KeySpec{std::move(key), KeyType::kString, std::move(def), {}, -kInf, kInf, false, false, std::move(doc)};
+}
+KeySpec choice(std::string key, std::string def, std::vector<std::string> choices, std::string doc) {
+  return KeySpec{std::move(key), KeyType::kString, std::move(def), std::move(choices), -kInf, kInf, false, false,
+                 std::move(doc)};
+}
+KeySpec list(std::string key, KeyType type, std::string def, double min, std::string doc) {
+  return KeySpec{std::move(key), type, std::move(def), {}, min, kInf, false, false, std::move(doc)};
+}
+
+std::vector<KeySpec> build_schema() {
+  return {
+      text("experiment.name", "\"\"", "Run name; empty means the spec file's stem."),
+      integer("experiment.seed", "0", 0, 4294967295.0, "Seeds weights, dropout and the data order."),
+      text("experiment.output_root", "runs", "Run directories go to OUTPUT_ROOT/NAME unless --run-dir is given."),
+
+      choice("model.name", "mlp", {"mlp"}, "Model family from the registry."),
+      list("model.hidden_sizes", KeyType::kIntList, "[512]", 1, "MLP hidden layer widths, input to output."),
+      choice("model.activation", "relu", {"relu", "gelu", "tanh"}, "MLP hidden activation."),
+      real("model.dropout", "0.0", 0, 1, "Dropout after each hidden layer.", false, true),
+
+      choice("data.name", "fashion_mnist", {"fashion_mnist"}, "Dataset."),
+      text("data.root", "/usr/share/datasets/fashion-mnist",
+           "Folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]."),
+      integer("data.batch_size", "128", 1, 1 << 20, "Micro-batch per step; the global batch is this x grad_accum_steps."),
+      boolean("data.shuffle", "true", "Reshuffle the training set every epoch (deterministic in seed and epoch)."),
+      integer("data.train_limit", "0", 0, kInf, "Use only the first N training samples (0 = all)."),
+      integer("data.test_limit", "0", 0, kInf, "Evaluate on only the first N test samples (0 = all)."),
+
+      choice("precision.mode", "fp32", {"fp32", "mixed", "mixed_bf16", "mixed_fp16"},
+             "mixed resolves to bf16 on a CPU with BF16 and on CUDA >= 8.0, fp16 on CUDA 7.x."),
+      list("precision.fp32_modules", KeyType::kStringList, "[head]", 0,
+           "Module name patterns kept in FP32 under autocast ('*' matches any run of characters)."),
+      choice("precision.loss_scale.mode", "auto", {"auto", "dynamic", "static", "none"},
+             "auto: dynamic for fp16, none otherwise. Non-finite gradients always skip the step."),
+      real("precision.loss_scale.init", "32768", 0, kInf, "Initial (or static) loss scale (the seed's 2^15).", true),
+      real("precision.loss_scale.growth_factor", "2.0", 1, kInf, "Scale multiplier after growth_interval clean steps.",
+           true),
+      real("precision.loss_scale.backoff_factor", "0.5", 0, 1, "Scale multiplier on overflow.", true, true),
+      integer("precision.loss_scale.growth_interval", "2000", 1, kInf, "Overflow-free steps before growing."),
+
+      choice("optimizer.name", "adam", {"sgd", "adam", "adamw"}, "Optimizer over the FP32 weights."),
+      real("optimizer.lr", "0.001", 0, kInf, "Peak learning rate (before linear scaling).", true),
+      real("optimizer.momentum", "0.9", 0, 1, "SGD momentum.", false, true),
+      boolean("optimizer.nesterov", "false", "SGD Nesterov momentum."),
+      real("optimizer.weight_decay", "0.0", 0, kInf, "L2 (sgd, adam) or decoupled (adamw) weight decay."),
+      real("optimizer.beta1", "0.9", 0, 1, "Adam/AdamW beta1.", false, true),
+      real("optimizer.beta2", "0.999", 0, 1, "Adam/AdamW beta2.", false, true),
+      real("optimizer.eps", "1e-8", 0, kInf, "Adam/AdamW epsilon.", true),
+
+      choice("schedule.name", "constant", {"constant", "step", "linear", "cosine"}, "LR schedule after warmup."),
+      integer("schedule.warmup_steps", "0", 0, kInf, "Linear warmup from 0 over this many applied steps."),
+      integer("schedule.step_size", "1000", 1, kInf, "step: multiply the LR by gamma every step_size steps."),
+      real("schedule.gamma", "0.1", 0, 1, "step: decay factor.", true),
+      real("schedule.min_lr_ratio", "0.0", 0, 1, "linear/cosine: final LR as a fraction of the peak."),
+      integer("schedule.base_batch_size", "0", 0, kInf,
+              "Linear scaling rule: when > 0, lr and warmup_steps scale by global_batch / base_batch_size."),
+
+      integer("train.epochs", "10", 0, kInf, "Passes over the training set (used when max_steps is 0)."),
+      integer("train.max_steps", "0", 0, kInf, "Stop after this many steps; overrides epochs when > 0."),
+      integer("train.log_every_steps", "50", 1, kInf, "Write a metrics line every N steps."),
+      integer("train.eval_every_steps", "0", 0, kInf, "Evaluate every N steps (0 = at the end of each epoch)."),
+      real("train.grad_clip_norm", "0.0", 0, kInf, "Clip the global grad norm (after unscaling); 0 = off."),
+      integer("train.grad_accum_steps", "1", 1, 4096, "Micro-batches accumulated per optimizer step."),
+      integer("train.max_consecutive_skips", "100", 1, kInf,
+              "Stop with status 'diverged' after this many consecutive steps with non-finite gradients."),
+      choice("train.progress", "auto", {"auto", "bar", "plain"}, "auto: a live line on a TTY, log lines otherwise."),
+
+      integer("checkpoint.every_steps", "500", 0, kInf, "Save every N steps (0 = only at the end); always at the end."),
+      integer("checkpoint.keep_last", "3", 1, kInf, "Keep the newest N checkpoints."),
+
+      choice("device.type", "auto", {"auto", "cpu", "cuda"}, "auto: cuda when available, else cpu."),
+      integer("device.threads", "0", 0, 1024, "Intra-op and BLAS threads (0 = all cores)."),
+
+      list("debug.inject_nonfinite_grad_at", KeyType::kIntList, "[]", 1,
+           "Steps at which one gradient is set to +inf after backward, to rehearse overflow handling."),
+  };
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string last_segment(const std::string& key) { return key.substr(key.rfind('.') + 1); }
+
+}  // namespace
+
+const char* key_type_name(KeyType type) {
+  switch (type) {
+    case KeyType::kInt: return "integer";
+    case KeyType::kFloat: return "number";
+    case KeyType::kBool: return "boolean";
+    case KeyType::kString: return "string";
+    case KeyType::kIntList: return "list of integers";
+    case KeyType::kStringList: return "list of strings";
+  }
+  return "?";
+}
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> table = build_schema();
+  return table;
+}
+
+const KeySpec* find_key(const std::string& key) {
+  for (const auto& spec : schema())
+    if (spec.key == key) return &spec;
+  return nullptr;
+}
+
+std::string closest_key(const std::string& unknown) {
+  std::string best;
+  size_t best_distance = std::string::npos;
+  for (const auto& spec : schema()) {
+    // A right leaf under the wrong section ("train.lr") is the commonest slip: compare leaves too.
+    size_t distance = std::min(edit_distance(unknown, spec.key),
+                               edit_distance(last_segment(unknown), last_segment(spec.key)) + 1);
+    if (distance < best_distance) best_distance = distance, best = spec.key;
+  }
+  size_t tolerance = std::max<size_t>(2, last_segment(unknown).size() / 3);
+  return best_distance <= tolerance ? best : "";
+}
+
+std::string describe_allowed(const KeySpec& spec) {
+  std::ostringstream out;
+  if (!spec.choices.empty()) {
+    out << "one of ";
+    for (size_t i = 0; i < spec.choices.size(); ++i) out << (i ? ", " : "") << spec.choices[i];
+    return out.str();
+  }
+  out << (spec.type == KeyType::kInt ? "an integer" : spec.type == KeyType::kFloat ? "a number"
+                                                                                     : key_type_name(spec.type));
+  auto bound = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  bool has_min = std::isfinite(spec.min), has_max = std::isfinite(spec.max);
+  if (spec.type == KeyType::kIntList || spec.type == KeyType::kStringList) {
+    if (has_min && spec.type == KeyType::kIntList) out << " (each >= " << bound(spec.min) << ")";
+    return out.str();
+  }
+  if (has_min) out << (spec.min_exclusive ? " > " : " >= ") << bound(spec.min);
+  if (has_min && has_max) out << " and";
+  if (has_max) out << (spec.max_exclusive ? " < " : " <= ") << bound(spec.max);
+  return out.str();
+}
+
+}  // namespace mpt::config

@@ -1,0 +1,37 @@
+// An in-memory labelled dataset and the Fashion-MNIST loader that fills one from the real IDX files.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+namespace mpt::data {
+
+struct DataConfig {
+  std::string name = "fashion_mnist";
+  std::string root = "/usr/share/datasets/fashion-mnist";
+  int64_t batch_size = 128;
+  bool shuffle = true;
+  int64_t train_limit = 0;  // 0 = all
+  int64_t test_limit = 0;
+};
+
+struct Dataset {
+  torch::Tensor images;  // uint8 (N, 1, H, W): stays compact on the host; batches become FP32
+  torch::Tensor labels;  // int64 (N)
+  int64_t num_classes = 0;
+  float mean = 0.0f;  // per-pixel normalisation, from the training split
+  float std = 1.0f;
+  int64_t size() const { return labels.size(0); }
+};
+
+// split is "train" or "t10k"; limit > 0 keeps only the first `limit` samples.
+Dataset load_fashion_mnist(const std::string& root, const std::string& split, int64_t limit);
+
+// The path of ROOT/STEM.gz or ROOT/STEM, whichever exists; "" when neither does.
+std::string find_idx_file(const std::string& root, const std::string& stem);
+
+// The four files a Fashion-MNIST root must hold, for validation before any work.
+std::vector<std::string> fashion_mnist_stems();
+
+}  // namespace mpt::data

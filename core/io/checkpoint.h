@@ -1,0 +1,56 @@
+// FP32 training checkpoints: weights and buffers, optimizer state, loss scaler, schedule position, data
+// position and RNG state, in a container with a magic, a version, a length, a CRC-32 and a "done" trailer.
+// Files are written atomically; a corrupt or truncated one is detected and never chosen for resume.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/data/loader.h"
+#include "core/precision/loss_scaler.h"
+
+namespace mpt::io {
+
+struct TrainingState {
+  int64_t step = 0;           // optimizer steps attempted (applied + skipped)
+  int64_t applied_steps = 0;  // the LR schedule's clock
+  int64_t skipped_steps = 0;
+  data::DataPosition data;
+  precision::LossScaleState scaler;
+  torch::Tensor rng_state;    // torch's default CPU generator (dropout, init)
+};
+
+void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                     const TrainingState& state);
+
+// Loads into `model` (shapes must match) and `optimizer`; throws mpt::Error naming the file, and the byte
+// offset or tensor that is wrong.
+TrainingState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
+// Checks the container (magic, version, length, CRC, trailer) without loading; "" when sound, else why not.
+std::string verify_checkpoint(const std::string& path);
+
+// The checkpoints/ folder of a run: step-numbered files, newest-valid lookup, pruning to keep_last.
+class CheckpointStore {
+ public:
+  CheckpointStore(std::string folder, int64_t keep_last);
+
+  std::string path_for(int64_t step) const;
+  std::string save(torch::nn::Module& model, torch::optim::Optimizer& optimizer, const TrainingState& state);
+
+  // The newest checkpoint that verifies; each rejected one is reported through `on_rejected(path, why)`.
+  std::optional<std::string> latest_valid(const std::function<void(const std::string&, const std::string&)>& on_rejected) const;
+
+ private:
+  std::vector<std::pair<int64_t, std::string>> list() const;  // (step, path), newest first
+  void prune() const;
+
+  std::string folder_;
+  int64_t keep_last_;
+};
+
+}  // namespace mpt::io

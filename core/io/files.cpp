@@ -1,0 +1,79 @@
+// Durable writes with plain POSIX calls: every failure names the file and errno's reason.
+#include "core/io/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/common/error.h"
+
+namespace mpt::io {
+namespace {
+
+std::string os_reason() { return std::strerror(errno); }
+
+void fsync_folder(const std::string& folder) {
+  int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // best effort: some filesystems refuse directory fds
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(path + ": cannot create " + temp + ": " + os_reason());
+  size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string reason = n < 0 ? os_reason() : "short write";
+      ::close(fd);
+      ::unlink(temp.c_str());
+      throw Error(path + ": writing failed after " + std::to_string(written) + " of " + std::to_string(bytes.size()) +
+                  " bytes (" + reason + "); the previous file is intact");
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::string reason = os_reason();
+    ::unlink(temp.c_str());
+    throw Error(path + ": flushing to disk failed (" + reason + "); the previous file is intact");
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    std::string reason = os_reason();
+    ::unlink(temp.c_str());
+    throw Error(path + ": cannot move the new file into place (" + reason + ")");
+  }
+  fsync_folder(std::filesystem::path(path).parent_path().string());
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open for reading");
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+JsonlWriter::JsonlWriter(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "a")) {
+  if (!file_) throw Error(path + ": cannot open for appending: " + os_reason());
+}
+
+JsonlWriter::~JsonlWriter() { std::fclose(file_); }
+
+void JsonlWriter::write(const nlohmann::json& record) {
+  const std::string line = record.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
+    throw Error(path_ + ": appending a record failed: " + os_reason());
+}
+
+}  // namespace mpt::io

@@ -1,0 +1,33 @@
+// Durable file writes: atomic replacement (temp file, fsync, rename, fsync of the folder) so a crash or a
+// full disk never leaves a half-written file where a good one was; and line-flushed JSONL appends.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+
+namespace mpt::io {
+
+// Replaces `path` with `bytes` atomically; throws mpt::Error (naming the path and the OS reason) on failure,
+// leaving any previous file untouched.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+std::string read_file(const std::string& path);
+
+// One JSON object per line, flushed per line so `tail -f` and a crash both see whole lines.
+class JsonlWriter {
+ public:
+  explicit JsonlWriter(const std::string& path);
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+
+  void write(const nlohmann::json& record);
+
+ private:
+  std::string path_;
+  std::FILE* file_;
+};
+
+}  // namespace mpt::io

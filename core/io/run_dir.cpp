@@ -1,0 +1,75 @@
+// Run-directory planning.
+#include "core/io/run_dir.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/common/error.h"
+#include "core/config/load.h"
+#include "core/config/schema.h"
+#include "core/io/checkpoint.h"
+#include "core/io/files.h"
+
+namespace mpt::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The keys whose values differ between the run directory's config.yaml and the spec about to run.
+std::vector<std::string> spec_differences(const std::string& config_path, const config::Spec& spec) {
+  config::Spec previous = config::parse_spec(read_file(config_path), config_path, {});
+  std::vector<std::string> differences;
+  for (const auto& key_spec : config::schema()) {
+    const std::string& key = key_spec.key;
+    if (may_differ_on_resume(key)) continue;
+    const std::string old_value = previous.value_text(key), new_value = spec.value_text(key);
+    if (old_value != new_value) differences.push_back(key + " (" + old_value + " there, " + new_value + " now)");
+  }
+  return differences;
+}
+
+}  // namespace
+
+bool may_differ_on_resume(const std::string& key) {
+  static const std::vector<std::string> keys = {
+      "experiment.name",       "experiment.output_root", "train.epochs",           "train.max_steps",
+      "train.log_every_steps", "train.eval_every_steps", "train.progress",         "checkpoint.every_steps",
+      "checkpoint.keep_last",  "device.threads",         "debug.inject_nonfinite_grad_at"};
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+RunPlan plan_run(const std::string& dir, const std::string& resume, const config::Spec& spec) {
+  RunPlan plan;
+  plan.dir = dir;
+  const std::string checkpoints = dir + "/checkpoints";
+  const bool has_checkpoints = fs::is_directory(checkpoints) && !fs::is_empty(checkpoints);
+
+  if (resume != "auto" && resume != "never") {
+    if (std::string problem = verify_checkpoint(resume); !problem.empty())
+      throw UsageError("--resume " + resume + ": " + problem);
+    plan.resume_from = resume;
+  } else if (resume == "never" && has_checkpoints) {
+    throw UsageError(dir + " already holds checkpoints of an earlier run; pass --resume auto to continue it, "
+                     "or choose another --run-dir / experiment.name");
+  }
+
+  const std::string config_path = dir + "/config.yaml";
+  if (fs::exists(config_path)) {
+    auto differences = spec_differences(config_path, spec);
+    if (!differences.empty()) {
+      std::string message = dir + " holds a run of a different spec; choose another --run-dir or experiment.name. "
+                                  "Differences:";
+      for (const auto& d : differences) message += "\n  " + d;
+      throw UsageError(message);
+    }
+  }
+
+  if (resume == "auto" && has_checkpoints) {
+    CheckpointStore store(checkpoints, 1 << 30);
+    plan.resume_from = store.latest_valid(
+        [&](const std::string& path, const std::string& why) { plan.rejected.emplace_back(path, why); });
+  }
+  return plan;
+}
+
+}  // namespace mpt::io

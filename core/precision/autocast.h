@@ -1,0 +1,45 @@
+// Autocast scopes: AutocastScope turns mixed precision on for a forward pass; Fp32Scope turns it off for a
+// region the policy keeps in FP32 (the output layer, norms). Both restore the previous state on exit.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace mpt::precision {
+
+class AutocastScope {
+ public:
+  // `compute_dtype` kFloat means "no autocast": the scope then does nothing.
+  AutocastScope(torch::DeviceType device, torch::ScalarType compute_dtype);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  torch::DeviceType device_;
+  bool active_ = false;
+  bool was_enabled_ = false;
+};
+
+class Fp32Scope {
+ public:
+  explicit Fp32Scope(torch::DeviceType device);
+  ~Fp32Scope();
+  Fp32Scope(const Fp32Scope&) = delete;
+  Fp32Scope& operator=(const Fp32Scope&) = delete;
+
+ private:
+  torch::DeviceType device_;
+  bool was_enabled_;
+  torch::ScalarType dtype_;
+};
+
+// Runs `module_forward(x_fp32)` with autocast off and a floating input promoted to FP32 when `keep_fp32`;
+// otherwise runs it as is. Models call this for the modules the policy names.
+template <typename Forward>
+torch::Tensor forward_maybe_fp32(bool keep_fp32, const torch::Tensor& x, Forward&& module_forward) {
+  if (!keep_fp32) return module_forward(x);
+  Fp32Scope scope(x.device().type());
+  return module_forward(x.is_floating_point() ? x.to(torch::kFloat) : x);
+}
+
+}  // namespace mpt::precision

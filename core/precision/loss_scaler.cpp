@@ -1,0 +1,79 @@
+// Loss scaler: the update rule on host doubles (no device round trip for the scale itself), and unscaling
+// through the fused CUDA kernel where it exists or a portable per-tensor path on CPU.
+#include "core/precision/loss_scaler.h"
+
+#include <cmath>
+
+#include "core/common/error.h"
+#include "core/precision/compat.h"
+
+namespace mpt::precision {
+
+LossScaler::LossScaler(LossScaleConfig config) : config_(config) {
+  state_.scale = config_.mode == LossScaleMode::kNone ? 1.0 : config_.init;
+  state_.min_scale = state_.scale;
+}
+
+torch::Tensor LossScaler::scale_loss(const torch::Tensor& loss) const {
+  return state_.scale == 1.0 ? loss : loss * state_.scale;
+}
+
+bool LossScaler::unscale_and_check(const std::vector<torch::Tensor>& grads) const {
+  if (grads.empty()) return false;
+  const double inverse = 1.0 / state_.scale;
+  const auto device = grads.front().device();
+  if (compat::has_fused_amp_kernels(device.type())) {
+    auto found = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    auto inv = torch::full({1}, inverse, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
+    return found.item<float>() != 0.0f;
+  }
+  // Portable path: scale in place, then one reduction per tensor, joined before the single host read.
+  std::vector<torch::Tensor> all_finite;
+  all_finite.reserve(grads.size());
+  for (const auto& grad : grads) {
+    if (inverse != 1.0) grad.mul_(inverse);
+    all_finite.push_back(torch::isfinite(grad).all());
+  }
+  return !torch::stack(all_finite).all().item<bool>();
+}
+
+ScaleUpdate LossScaler::update(bool found_nonfinite) {
+  ScaleUpdate result{ScaleChange::kNone, state_.scale, state_.scale};
+  if (config_.mode != LossScaleMode::kDynamic) return result;
+  if (found_nonfinite) {
+    state_.scale *= config_.backoff_factor;
+    state_.growth_tracker = 0;
+    ++state_.backoffs;
+    result.change = ScaleChange::kBackoff;
+  } else if (++state_.growth_tracker == config_.growth_interval) {
+    state_.growth_tracker = 0;
+    double grown = state_.scale * config_.growth_factor;
+    if (std::isfinite(grown)) {  // PyTorch's rule: never grow into Inf
+      state_.scale = grown;
+      ++state_.growths;
+      result.change = ScaleChange::kGrowth;
+    }
+  }
+  state_.min_scale = std::min(state_.min_scale, state_.scale);
+  result.new_scale = state_.scale;
+  return result;
+}
+
+LossScaleMode parse_loss_scale_mode(const std::string& name) {
+  if (name == "dynamic") return LossScaleMode::kDynamic;
+  if (name == "static") return LossScaleMode::kStatic;
+  if (name == "none") return LossScaleMode::kNone;
+  throw UsageError("precision.loss_scale.mode: expected dynamic, static or none, got '" + name + "'");
+}
+
+const char* loss_scale_mode_name(LossScaleMode mode) {
+  switch (mode) {
+    case LossScaleMode::kDynamic: return "dynamic";
+    case LossScaleMode::kStatic: return "static";
+    case LossScaleMode::kNone: return "none";
+  }
+  return "?";
+}
+
+}  // namespace mpt::precision

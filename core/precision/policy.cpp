@@ -1,0 +1,40 @@
+// Precision policy: module-name matching and mode -> dtype.
+#include "core/precision/policy.h"
+
+#include "core/common/error.h"
+
+namespace mpt::precision {
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  size_t p = 0, t = 0, star = std::string::npos, resume = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = t;
+    } else if (p < pattern.size() && pattern[p] == text[t]) {
+      ++p, ++t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+bool Fp32Policy::keeps_fp32(const std::string& module_name) const {
+  for (const auto& pattern : patterns_)
+    if (glob_match(pattern, module_name)) return true;
+  return false;
+}
+
+torch::ScalarType compute_dtype(const std::string& resolved_mode) {
+  if (resolved_mode == "fp32") return torch::kFloat;
+  if (resolved_mode == "mixed_bf16") return torch::kBFloat16;
+  if (resolved_mode == "mixed_fp16") return torch::kHalf;
+  MPT_CHECK(false, "precision mode '" + resolved_mode + "' was not resolved before use");
+}
+
+}  // namespace mpt::precision

@@ -1,0 +1,47 @@
+// Event records. Field names are a contract with ab-compare, nightly and users' alerting.
+#include "core/train/events.h"
+
+#include <chrono>
+
+namespace mpt::train {
+
+void EventLog::record(nlohmann::json event) {
+  event["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  writer_.write(event);
+}
+
+void EventLog::skipped_step(int64_t step, double scale, int64_t skipped_so_far, const std::string& reason) {
+  record({{"step", step}, {"kind", "skip"}, {"old_scale", scale}, {"new_scale", scale},
+          {"skipped_steps", skipped_so_far}, {"reason", reason}});
+  logger_->warn("step {}: skipped the optimizer step ({}); {} skipped so far", step, reason, skipped_so_far);
+}
+
+void EventLog::scale_change(int64_t step, const precision::ScaleUpdate& update, int64_t skipped_so_far) {
+  const bool backoff = update.change == precision::ScaleChange::kBackoff;
+  record({{"step", step}, {"kind", backoff ? "backoff" : "growth"}, {"old_scale", update.old_scale},
+          {"new_scale", update.new_scale}, {"skipped_steps", skipped_so_far}});
+  if (backoff) logger_->warn("step {}: loss scale backoff {:g} -> {:g}", step, update.old_scale, update.new_scale);
+  else logger_->info("step {}: loss scale growth {:g} -> {:g}", step, update.old_scale, update.new_scale);
+}
+
+void EventLog::checkpoint_saved(int64_t step, const std::string& path) {
+  record({{"step", step}, {"kind", "checkpoint"}, {"path", path}});
+  logger_->info("step {}: checkpoint {}", step, path);
+}
+
+void EventLog::checkpoint_rejected(const std::string& path, const std::string& why) {
+  record({{"kind", "checkpoint_rejected"}, {"path", path}, {"reason", why}});
+  logger_->warn("skipping unusable checkpoint {}: {}", path, why);
+}
+
+void EventLog::resumed(int64_t step, const std::string& path) {
+  record({{"step", step}, {"kind", "resume"}, {"path", path}});
+  logger_->info("resumed from {} at step {}", path, step);
+}
+
+void EventLog::diverged(int64_t step, const std::string& diagnosis) {
+  record({{"step", step}, {"kind", "diverged"}, {"reason", diagnosis}});
+  logger_->error("step {}: training diverged: {}", step, diagnosis);
+}
+
+}  // namespace mpt::train

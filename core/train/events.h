@@ -1,0 +1,34 @@
+// Structured run events (events.jsonl) with a readable twin in the log: every loss-scale backoff and growth,
+// every skipped step, checkpoints written and rejected, resumes, divergence.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+
+#include "core/io/files.h"
+#include "core/precision/loss_scaler.h"
+
+namespace mpt::train {
+
+class EventLog {
+ public:
+  EventLog(const std::string& path, std::shared_ptr<spdlog::logger> logger)
+      : writer_(path), logger_(std::move(logger)) {}
+
+  void skipped_step(int64_t step, double scale, int64_t skipped_so_far, const std::string& reason);
+  void scale_change(int64_t step, const precision::ScaleUpdate& update, int64_t skipped_so_far);
+  void checkpoint_saved(int64_t step, const std::string& path);
+  void checkpoint_rejected(const std::string& path, const std::string& why);
+  void resumed(int64_t step, const std::string& path);
+  void diverged(int64_t step, const std::string& diagnosis);
+
+ private:
+  void record(nlohmann::json event);
+
+  io::JsonlWriter writer_;
+  std::shared_ptr<spdlog::logger> logger_;
+};
+
+}  // namespace mpt::train

@@ -1,0 +1,212 @@
+// The training loop. Host syncs are deliberate and few: one per optimizer step for the overflow flag (the
+// price of skipping bad steps), and one per log line, eval or epoch end to read the running sums.
+#include "core/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "core/common/error.h"
+#include "core/precision/autocast.h"
+#include "core/train/optimizer.h"
+
+namespace mpt::train {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0.0;
+  const size_t index = std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5));
+  std::nth_element(values.begin(), values.begin() + index, values.end());
+  return values[index];
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model model,
+                 std::unique_ptr<torch::optim::Optimizer> optimizer, precision::LossScaler scaler,
+                 torch::ScalarType compute_dtype, torch::Device device, data::BatchLoader& train_loader,
+                 const data::Dataset& test_set, RunSinks sinks)
+    : config_(std::move(config)),
+      schedule_(schedule),
+      model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      scaler_(std::move(scaler)),
+      compute_dtype_(compute_dtype),
+      device_(device),
+      train_loader_(train_loader),
+      test_set_(test_set),
+      sinks_(sinks),
+      parameters_(model_->parameters()) {
+  auto options = torch::TensorOptions().dtype(torch::kDouble).device(device_);
+  window_loss_ = torch::zeros({}, options);
+  window_correct_ = torch::zeros({}, options);
+  epoch_loss_ = torch::zeros({}, options);
+  epoch_correct_ = torch::zeros({}, options);
+  state_.scaler = scaler_.state();
+}
+
+void Trainer::resume(const std::string& checkpoint_path) {
+  state_ = io::load_checkpoint(checkpoint_path, *model_, *optimizer_);
+  scaler_.load_state(state_.scaler);
+  train_loader_.seek(state_.data);
+  if (state_.rng_state.defined()) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+    generator.set_state(state_.rng_state);
+  }
+  result_.resumed_from = checkpoint_path;
+  sinks_.events.resumed(state_.step, checkpoint_path);
+}
+
+bool Trainer::step_once() {
+  const int64_t step = state_.step + 1;  // 1-based number of the step being taken
+  for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();  // set_to_none: no zeroing pass
+  for (int64_t micro = 0; micro < config_.grad_accum_steps; ++micro) {
+    const int64_t epoch_before = train_loader_.position().epoch;
+    data::Batch batch = train_loader_.next();
+    const bool pinned = device_.is_cuda();
+    torch::Tensor inputs = (pinned ? batch.inputs.pin_memory() : batch.inputs).to(device_, /*non_blocking=*/pinned);
+    torch::Tensor targets = (pinned ? batch.targets.pin_memory() : batch.targets).to(device_, pinned);
+    torch::Tensor logits;
+    {
+      precision::AutocastScope autocast(device_.type(), compute_dtype_);
+      logits = model_->forward(inputs);  // (B, K), compute dtype except the FP32 islands
+    }
+    logits = logits.to(torch::kFloat);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(logits, targets);  // FP32, mean over B
+    scaler_.scale_loss(loss / static_cast<double>(config_.grad_accum_steps)).backward();
+
+    torch::Tensor detached = loss.detach().to(torch::kDouble) * static_cast<double>(targets.size(0));
+    torch::Tensor correct = logits.detach().argmax(1).eq(targets).sum();
+    window_loss_ += detached, epoch_loss_ += detached;
+    window_correct_ += correct, epoch_correct_ += correct;
+    window_samples_ += targets.size(0), epoch_samples_ += targets.size(0);
+    result_.samples_trained += targets.size(0);
+    close_epoch_if_done(epoch_before);
+  }
+  ++window_steps_;
+
+  const bool inject = std::count(config_.inject_nonfinite_grad_at.begin(), config_.inject_nonfinite_grad_at.end(), step);
+  if (inject) parameters_.front().mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
+
+  std::vector<torch::Tensor> grads;
+  for (auto& p : parameters_)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  const bool found_nonfinite = scaler_.unscale_and_check(grads);  // the one host sync of a step
+
+  current_lr_ = learning_rate(schedule_, state_.applied_steps);
+  state_.step = step;
+  if (found_nonfinite) {
+    ++state_.skipped_steps;
+    ++consecutive_skips_;
+    sinks_.events.skipped_step(step, scaler_.scale(), state_.skipped_steps,
+                               inject ? "injected non-finite gradient (debug.inject_nonfinite_grad_at)"
+                                      : "non-finite gradient");
+  } else {
+    consecutive_skips_ = 0;
+    if (config_.grad_clip_norm > 0)
+      last_grad_norm_ = torch::nn::utils::clip_grad_norm_(parameters_, config_.grad_clip_norm);
+    set_learning_rate(*optimizer_, current_lr_);
+    optimizer_->step();
+    ++state_.applied_steps;  // the schedule's clock advances only on applied steps
+  }
+  const precision::ScaleUpdate update = scaler_.update(found_nonfinite);
+  if (update.change != precision::ScaleChange::kNone) sinks_.events.scale_change(step, update, state_.skipped_steps);
+  state_.scaler = scaler_.state();
+  state_.data = train_loader_.position();
+  return !found_nonfinite;
+}
+
+void Trainer::close_epoch_if_done(int64_t epoch_before) {
+  if (train_loader_.position().epoch == epoch_before) return;
+  result_.train_loss = epoch_loss_.item<double>() / epoch_samples_;
+  result_.train_accuracy = epoch_correct_.item<double>() / epoch_samples_;
+  epoch_loss_.zero_(), epoch_correct_.zero_(), epoch_samples_ = 0;
+  epoch_closed_ = true;
+}
+
+void Trainer::log_window(double window_seconds) {
+  const double loss = window_loss_.item<double>() / window_samples_;
+  nlohmann::json line = {{"kind", "train"},
+                         {"step", state_.step},
+                         {"epoch", state_.data.epoch},
+                         {"loss", loss},
+                         {"accuracy", window_correct_.item<double>() / window_samples_},
+                         {"lr", current_lr_},
+                         {"loss_scale", scaler_.scale()},
+                         {"skipped_steps", state_.skipped_steps},
+                         {"samples_per_sec", window_samples_ / std::max(window_seconds, 1e-9)}};
+  if (last_grad_norm_) line["grad_norm"] = *last_grad_norm_;
+  sinks_.metrics.write(line);
+  const double eta = window_seconds / window_steps_ * (config_.total_steps - state_.step);
+  io::ProgressLine progress{state_.step, config_.total_steps, loss, scaler_.scale(), current_lr_,
+                            window_samples_ / std::max(window_seconds, 1e-9), eta};
+  sinks_.progress.update(progress);
+  if (!sinks_.progress.live() || state_.step == config_.total_steps)
+    sinks_.logger->info("{}", io::format_progress(progress));
+  window_loss_.zero_(), window_correct_.zero_(), window_steps_ = 0, window_samples_ = 0;
+}
+
+void Trainer::evaluate_now() {
+  EvalMetrics metrics = evaluate(*model_, test_set_, device_, compute_dtype_, config_.eval_batch_size);
+  result_.eval = metrics;
+  sinks_.metrics.write({{"kind", "eval"},
+                        {"step", state_.step},
+                        {"eval", {{"loss", metrics.loss}, {"accuracy", metrics.accuracy}, {"samples", metrics.samples}}}});
+  sinks_.logger->info("step {}: eval loss {:.4f} accuracy {:.4f} ({} samples)", state_.step, metrics.loss,
+                      metrics.accuracy, metrics.samples);
+}
+
+void Trainer::save_checkpoint() {
+  state_.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  sinks_.events.checkpoint_saved(state_.step, sinks_.checkpoints.save(*model_, *optimizer_, state_));
+}
+
+TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
+  model_->train();
+  std::vector<double> step_seconds;
+  double window_seconds = 0.0;
+  while (state_.step < config_.total_steps) {
+    if (stop_requested) {
+      result_.status = "interrupted";
+      result_.diagnosis = "stopped by a signal at step " + std::to_string(state_.step);
+      break;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    step_once();
+    step_seconds.push_back(seconds_since(start));
+    window_seconds += step_seconds.back();
+    if (consecutive_skips_ >= config_.max_consecutive_skips) {
+      result_.status = "diverged";
+      result_.diagnosis = std::to_string(consecutive_skips_) + " consecutive steps had non-finite gradients (loss scale " +
+                          std::to_string(scaler_.scale()) + "); lowering the learning rate, enabling gradient "
+                          "clipping or keeping more layers in FP32 (precision.fp32_modules) can help";
+      sinks_.events.diverged(state_.step, result_.diagnosis);
+      break;
+    }
+    const bool last = state_.step == config_.total_steps;
+    if (state_.step % config_.log_every_steps == 0 || last) log_window(window_seconds), window_seconds = 0.0;
+    if ((config_.eval_every_steps > 0 && state_.step % config_.eval_every_steps == 0) || last) evaluate_now();
+    if ((config_.checkpoint_every_steps > 0 && state_.step % config_.checkpoint_every_steps == 0) || last)
+      save_checkpoint();
+  }
+  if (!result_.eval && result_.status == "completed") evaluate_now();  // resumed a finished run: still report
+  if (result_.status == "interrupted" && state_.step > 0) save_checkpoint();
+  if (!epoch_closed_ && epoch_samples_ > 0) {  // no epoch completed: report the partial one
+    result_.train_loss = epoch_loss_.item<double>() / epoch_samples_;
+    result_.train_accuracy = epoch_correct_.item<double>() / epoch_samples_;
+  }
+  sinks_.progress.finish();
+  result_.steps = state_.step;
+  result_.skipped_steps = state_.skipped_steps;
+  result_.scaler = scaler_.state();
+  for (double s : step_seconds) result_.train_time_sec += s;
+  result_.median_step_ms = 1e3 * percentile(step_seconds, 0.5);
+  result_.p90_step_ms = 1e3 * percentile(step_seconds, 0.9);
+  return result_;
+}
+
+}  // namespace mpt::train

@@ -1,0 +1,105 @@
+// The training loop: one optimizer step = micro-batches forward under autocast, FP32 loss, scaled backward,
+// then one unscale + non-finite check, then either skip (no optimizer or schedule step, scale backoff) or
+// clip -> optimizer step on FP32 weights -> schedule advance; then the scaler update and its events.
+#pragma once
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/data/loader.h"
+#include "core/io/checkpoint.h"
+#include "core/io/files.h"
+#include "core/io/log.h"
+#include "core/precision/loss_scaler.h"
+#include "core/train/evaluate.h"
+#include "core/train/events.h"
+#include "core/train/schedule.h"
+#include "models/model.h"
+
+namespace mpt::train {
+
+struct TrainConfig {
+  int64_t total_steps = 1;
+  int64_t log_every_steps = 50;
+  int64_t eval_every_steps = 0;  // 0: only at the end
+  double grad_clip_norm = 0.0;   // 0: off
+  int64_t grad_accum_steps = 1;
+  int64_t checkpoint_every_steps = 0;
+  int64_t max_consecutive_skips = 100;
+  int64_t eval_batch_size = 1000;
+  std::vector<int64_t> inject_nonfinite_grad_at;
+};
+
+struct TrainResult {
+  std::string status = "completed";  // completed | diverged | interrupted
+  std::string diagnosis;
+  int64_t steps = 0;
+  int64_t skipped_steps = 0;
+  std::optional<EvalMetrics> eval;
+  double train_loss = 0.0;      // over the last complete epoch (or the partial one if none completed)
+  double train_accuracy = 0.0;
+  precision::LossScaleState scaler;
+  int64_t samples_trained = 0;  // in this invocation
+  double train_time_sec = 0.0;  // sum of step times in this invocation (no eval, no checkpoints)
+  double median_step_ms = 0.0;
+  double p90_step_ms = 0.0;
+  std::string resumed_from;
+};
+
+// Where a run's outputs go; owned by the command wiring.
+struct RunSinks {
+  io::JsonlWriter& metrics;
+  EventLog& events;
+  std::shared_ptr<spdlog::logger> logger;
+  io::CheckpointStore& checkpoints;
+  io::Progress& progress;
+};
+
+class Trainer {
+ public:
+  Trainer(TrainConfig config, ScheduleConfig schedule, models::Model model,
+          std::unique_ptr<torch::optim::Optimizer> optimizer, precision::LossScaler scaler,
+          torch::ScalarType compute_dtype, torch::Device device, data::BatchLoader& train_loader,
+          const data::Dataset& test_set, RunSinks sinks);
+
+  void resume(const std::string& checkpoint_path);
+  TrainResult run(const std::atomic<bool>& stop_requested);
+
+ private:
+  // Runs one optimizer step; returns true when it was applied, false when skipped.
+  bool step_once();
+  void log_window(double window_seconds);
+  void evaluate_now();
+  void save_checkpoint();
+  void close_epoch_if_done(int64_t epoch_before);
+
+  TrainConfig config_;
+  ScheduleConfig schedule_;
+  models::Model model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  precision::LossScaler scaler_;
+  torch::ScalarType compute_dtype_;
+  torch::Device device_;
+  data::BatchLoader& train_loader_;
+  const data::Dataset& test_set_;
+  RunSinks sinks_;
+  std::vector<torch::Tensor> parameters_;
+
+  io::TrainingState state_;
+  TrainResult result_;
+  double current_lr_ = 0.0;
+  std::optional<double> last_grad_norm_;
+  int64_t consecutive_skips_ = 0;
+  // Device-side running sums, read on the host only when logging or at epoch ends.
+  torch::Tensor window_loss_, window_correct_, epoch_loss_, epoch_correct_;
+  int64_t window_steps_ = 0, window_samples_ = 0, epoch_samples_ = 0;
+  bool epoch_closed_ = false;
+};
+
+}  // namespace mpt::train

@@ -1,0 +1,36 @@
+// The seed's MLP: flatten -> [Linear -> activation (-> dropout)] per hidden width -> Linear head.
+// Module names are "hidden.N" and "head"; the precision policy decides by name which stay FP32.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/precision/policy.h"
+#include "models/model.h"
+
+namespace mpt::models {
+
+struct MlpConfig {
+  int64_t in_features = 784;
+  std::vector<int64_t> hidden_sizes{512};
+  int64_t num_classes = 10;
+  std::string activation = "relu";
+  double dropout = 0.0;
+};
+
+class MlpImpl : public ModelImpl {
+ public:
+  MlpImpl(const MlpConfig& config, const precision::Fp32Policy& policy);
+  torch::Tensor forward(const torch::Tensor& inputs) override;
+
+ private:
+  torch::Tensor activate(const torch::Tensor& x) const;
+
+  MlpConfig config_;
+  torch::nn::ModuleList hidden_;
+  torch::nn::Linear head_{nullptr};
+  std::vector<bool> hidden_fp32_;
+  bool head_fp32_ = false;
+};
+
+}  // namespace mpt::models

@@ -1,0 +1,17 @@
+// The model registry.
+#include "models/registry.h"
+
+#include "core/common/error.h"
+
+namespace mpt::models {
+
+Model build_model(ModelConfig config, const DataShape& shape, const precision::Fp32Policy& policy) {
+  if (config.name == "mlp") {
+    config.mlp.in_features = shape.in_features;
+    config.mlp.num_classes = shape.num_classes;
+    return std::make_shared<MlpImpl>(config.mlp, policy);
+  }
+  throw UsageError("model.name: unknown model '" + config.name + "'");
+}
+
+}  // namespace mpt::models
