@@ -1,5 +1,5 @@
 // Hardware probes. OpenBLAS is reached through dlsym so mpt links against whichever BLAS Debian's
-// alternatives select, and can still say which one that is and steer its threads.
+// alternatives select (or the OpenMP build the binary's RPATH prefers), names it, and steers its threads.
 #include "core/common/hardware.h"
 
 #include <dlfcn.h>
@@ -55,7 +55,10 @@ std::string blas_description() {
     std::string description = get_config();
     using GetCore = char* (*)();
     if (auto get_core = reinterpret_cast<GetCore>(dlsym(RTLD_DEFAULT, "openblas_get_corename")))
-      description += " (" + std::string(get_core()) + ")";
+      description += " core " + std::string(get_core());
+    Dl_info library{};
+    if (dladdr(reinterpret_cast<void*>(get_config), &library) && library.dli_fname)
+      description += " from " + std::string(library.dli_fname);
     return description;
   }
   if (dlsym(RTLD_DEFAULT, "sgemm_")) return "reference or unknown BLAS (FP32 will be slow; install libopenblas0)";

@@ -98,6 +98,8 @@ std::vector<KeySpec> build_schema() {
 
       list("debug.inject_nonfinite_grad_at", KeyType::kIntList, "[]", 1,
            "Steps at which one gradient is set to +inf after backward, to rehearse overflow handling."),
+      integer("debug.stop_after_steps", "0", 0, kInf,
+              "Stop as if interrupted after this step (checkpoint, status 'interrupted'), to rehearse resume."),
   };
 }
 

@@ -55,6 +55,7 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.train.max_consecutive_skips = spec.get_int("train.max_consecutive_skips");
   c.train.checkpoint_every_steps = spec.get_int("checkpoint.every_steps");
   c.train.inject_nonfinite_grad_at = spec.get_int_list("debug.inject_nonfinite_grad_at");
+  c.train.stop_after_steps = spec.get_int("debug.stop_after_steps");
   c.progress = spec.get_string("train.progress");
   c.checkpoint_keep_last = spec.get_int("checkpoint.keep_last");
 

@@ -170,9 +170,11 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
   std::vector<double> step_seconds;
   double window_seconds = 0.0;
   while (state_.step < config_.total_steps) {
-    if (stop_requested) {
+    const bool rehearsal = config_.stop_after_steps > 0 && state_.step == config_.stop_after_steps;
+    if (stop_requested || rehearsal) {
       result_.status = "interrupted";
-      result_.diagnosis = "stopped by a signal at step " + std::to_string(state_.step);
+      result_.diagnosis = (rehearsal ? "stopped as debug.stop_after_steps asked" : "stopped by a signal") +
+                          std::string(" at step ") + std::to_string(state_.step) + "; run again to resume";
       break;
     }
     const auto start = std::chrono::steady_clock::now();

@@ -34,6 +34,7 @@ struct TrainConfig {
   int64_t max_consecutive_skips = 100;
   int64_t eval_batch_size = 1000;
   std::vector<int64_t> inject_nonfinite_grad_at;
+  int64_t stop_after_steps = 0;  // 0: off
 };
 
 struct TrainResult {

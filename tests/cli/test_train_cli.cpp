@@ -1,0 +1,126 @@
+// `mpt train` end to end on real Fashion-MNIST: outputs, loss-scale events, skipped steps, bad input.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/helpers.h"
+
+using namespace mpt::testing;
+
+namespace {
+
+const std::string kMixed = source_path("configs/mlp_fmnist_mixed.yaml");
+const std::string kFp32 = source_path("configs/mlp_fmnist_fp32.yaml");
+
+}  // namespace
+
+TEST_CASE("a mixed run with injected overflows backs off, skips, and does not advance the LR", "[slow][cli]") {
+  const std::string dir = scratch_dir("cli-mixed");
+  CommandResult run = run_mpt({"train", kMixed, "train.max_steps=300", "train.log_every_steps=1",
+                               "schedule.warmup_steps=100", "precision.loss_scale.growth_interval=100",
+                               "debug.inject_nonfinite_grad_at=[50, 120]", "checkpoint.every_steps=100",
+                               "data.test_limit=2000", "--run-dir", dir});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  for (const char* file : {"config.yaml", "train.log", "metrics.jsonl", "events.jsonl", "summary.json"})
+    CHECK(std::filesystem::exists(dir + "/" + file));
+
+  nlohmann::json summary = read_json(dir + "/summary.json");
+  CHECK(summary["status"] == "completed");
+  CHECK(summary["steps"] == 300);
+  CHECK(summary["skipped_steps"] == 2);
+  CHECK(summary["precision"] == "mixed_bf16");
+  CHECK(summary["loss_scale"]["backoffs"] == 2);
+  CHECK(summary["loss_scale"]["growths"] == 1);
+  CHECK(summary["loss_scale"]["min"] == 8192.0);
+  CHECK(summary["eval"]["accuracy"].get<double>() > 0.75);
+  CHECK(summary["samples_per_sec"].get<double>() > 0);
+  CHECK(summary["peak_memory_bytes"].get<int64_t>() > 0);
+
+  // Scale: 32768, backoff at 50 -> 16384, backoff at 120 (only 69 clean steps since) -> 8192, then 100 clean
+  // steps 121..220 -> growth at 220 -> 16384; the next growth would be at 320, past the run.
+  std::vector<std::pair<std::string, int64_t>> expected = {
+      {"skip", 50}, {"backoff", 50}, {"skip", 120}, {"backoff", 120}, {"growth", 220}};
+  std::vector<std::pair<std::string, int64_t>> scale_events;
+  for (const auto& e : read_jsonl(dir + "/events.jsonl")) {
+    std::string kind = e["kind"];
+    if (kind == "skip" || kind == "backoff" || kind == "growth") scale_events.emplace_back(kind, e["step"].get<int64_t>());
+    if (kind == "backoff" && e["step"] == 50) {
+      CHECK(e["old_scale"] == 32768.0);
+      CHECK(e["new_scale"] == 16384.0);
+      CHECK(e["skipped_steps"] == 1);
+    }
+  }
+  CHECK(scale_events == expected);
+
+  // The LR schedule (warmup) is a function of applied steps: the step after a skip reuses the skipped LR.
+  auto lr = metric_series(dir, "lr");
+  REQUIRE(lr.size() == 300);
+  CHECK(lr[48].second < lr[49].second);   // steps 49 -> 50 advance
+  CHECK(lr[49].second == lr[50].second);  // step 50 was skipped: step 51 gets the same LR
+  CHECK(lr[50].second < lr[51].second);
+  CHECK(lr[99].second == Approx(0.001 * 99 / 100));  // the skip at 50 shifted warmup by one step:
+  CHECK(lr[100].second == Approx(0.001));            // the peak comes at step 101, not 100
+  auto scale = metric_series(dir, "loss_scale");
+  CHECK(scale[49].second == 16384.0);
+
+  std::string log = read_file_text(dir + "/train.log");
+  CHECK_THAT(log, Catch::Contains("step 50: loss scale backoff 32768 -> 16384"));
+  CHECK(log.find('\033') == std::string::npos);  // no control characters in files
+}
+
+TEST_CASE("bad input is a one-line error with exit code 2", "[fast][cli]") {
+  const std::string dir = scratch_dir("cli-bad");
+  CommandResult unknown = run_mpt({"train", kFp32, "optimizer.lr=fast", "optimizer.learning_rate=1", "--run-dir", dir});
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.output, Catch::Contains("optimizer.lr = fast: expected a number > 0"));
+  CHECK_THAT(unknown.output, Catch::Contains("unknown key 'optimizer.learning_rate'"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/config.yaml"));  // validated before any work
+
+  CommandResult missing = run_mpt({"train", "/nonexistent.yaml"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("/nonexistent.yaml: cannot open the spec file"));
+
+  CommandResult flag = run_mpt({"train", kFp32, "--no-such-flag"});
+  CHECK(flag.exit_code == 2);
+  CommandResult no_command = run_mpt({});
+  CHECK(no_command.exit_code == 2);
+
+  CommandResult fp16 = run_mpt({"train", kFp32, "precision.mode=mixed_fp16", "device.type=cpu"});
+  CHECK(fp16.exit_code == 2);
+  CHECK_THAT(fp16.output, Catch::Contains("mixed_fp16 needs device.type cuda"));
+
+  std::ofstream(dir + "/junk.mpt") << "not a checkpoint";
+  CommandResult resume = run_mpt({"train", kFp32, "--run-dir", dir + "/r", "--resume", dir + "/junk.mpt"});
+  CHECK(resume.exit_code == 2);
+  CHECK_THAT(resume.output, Catch::Contains("junk.mpt: only 16 bytes"));
+}
+
+TEST_CASE("broken data files fail with the file and offset, not a crash", "[fast][cli]") {
+  const std::string dir = scratch_dir("cli-data");
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"})
+    std::filesystem::copy_file(kFashionMnistRoot + "/" + name + ".gz", dir + "/" + name + ".gz");
+  std::filesystem::resize_file(dir + "/train-images-idx3-ubyte.gz", 100000);
+  CommandResult run = run_mpt({"train", kFp32, "data.root=" + dir, "--run-dir", dir + "/run"});
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, Catch::Contains("train-images-idx3-ubyte.gz: corrupt or truncated gzip stream"));
+}
+
+TEST_CASE("a run directory of another spec is refused, never mixed", "[fast][cli]") {
+  const std::string dir = scratch_dir("cli-mixing");
+  REQUIRE(run_mpt({"train", kFp32, "train.max_steps=5", "data.test_limit=100", "--run-dir", dir}).exit_code == 0);
+  CommandResult other = run_mpt({"train", kFp32, "train.max_steps=5", "optimizer.lr=0.5", "--run-dir", dir});
+  CHECK(other.exit_code == 2);
+  CHECK_THAT(other.output, Catch::Contains("holds a run of a different spec") && Catch::Contains("optimizer.lr"));
+  CommandResult never = run_mpt({"train", kFp32, "train.max_steps=5", "--run-dir", dir, "--resume", "never"});
+  CHECK(never.exit_code == 2);
+  CHECK_THAT(never.output, Catch::Contains("already holds checkpoints"));
+}
+
+TEST_CASE("docs/spec.md is the current schema", "[fast][cli]") {
+  CommandResult keys = run_mpt({"keys", "--markdown"});
+  REQUIRE(keys.exit_code == 0);
+  CHECK(keys.output == read_file_text(source_path("docs/spec.md")));
+}

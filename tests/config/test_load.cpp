@@ -1,0 +1,105 @@
+// Spec loading: every error class is reported with file:line, key, value and what is allowed, all at once.
+#include <catch2/catch.hpp>
+
+#include "core/common/error.h"
+#include "core/config/load.h"
+#include "core/config/schema.h"
+
+using mpt::config::parse_spec;
+
+namespace {
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_spec(yaml, "exp.yaml", overrides);
+  } catch (const mpt::UsageError& e) {
+    REQUIRE(e.exit_code() == 2);
+    return e.what();
+  }
+  FAIL("expected a spec error");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("defaults fill every key the spec leaves out", "[fast][config]") {
+  auto spec = parse_spec("optimizer:\n  lr: 0.01\n", "exp.yaml", {});
+  CHECK(spec.get_float("optimizer.lr") == Approx(0.01));
+  CHECK(spec.origin("optimizer.lr") == "exp.yaml:2");
+  CHECK(spec.get_int("precision.loss_scale.growth_interval") == 2000);
+  CHECK(spec.get_float("precision.loss_scale.init") == 32768.0);
+  CHECK(spec.origin("precision.loss_scale.init") == "default");
+  CHECK(spec.get_int_list("model.hidden_sizes") == std::vector<int64_t>{512});
+}
+
+TEST_CASE("an unknown key names file:line and suggests the closest key", "[fast][config]") {
+  std::string message = error_of("optimizer:\n  lr: 0.01\n  weight_decai: 0.1\n");
+  CHECK_THAT(message, Catch::Contains("exp.yaml:3: unknown key 'optimizer.weight_decai'"));
+  CHECK_THAT(message, Catch::Contains("did you mean 'optimizer.weight_decay'?"));
+}
+
+TEST_CASE("a right key under the wrong section is pointed at the right one", "[fast][config]") {
+  CHECK_THAT(error_of("train:\n  lr: 0.01\n"), Catch::Contains("did you mean 'optimizer.lr'?"));
+}
+
+TEST_CASE("wrong types and out-of-range values say what is allowed", "[fast][config]") {
+  std::string message = error_of(
+      "train:\n  epochs: many\n  grad_accum_steps: 0\nprecision:\n  mode: half\n  loss_scale:\n"
+      "    backoff_factor: 1.5\nmodel:\n  hidden_sizes: 512\ndata:\n  shuffle: maybe\n");
+  CHECK_THAT(message, Catch::Contains("6 errors"));
+  CHECK_THAT(message, Catch::Contains("exp.yaml:2: train.epochs = many: expected an integer >= 0"));
+  CHECK_THAT(message, Catch::Contains("exp.yaml:3: train.grad_accum_steps = 0: expected an integer >= 1 and <= 4096"));
+  CHECK_THAT(message, Catch::Contains("precision.mode = half: expected one of fp32, mixed, mixed_bf16, mixed_fp16"));
+  CHECK_THAT(message, Catch::Contains("backoff_factor = 1.5: expected a number > 0 and < 1"));
+  CHECK_THAT(message, Catch::Contains("model.hidden_sizes = 512: expected list of integers"));
+  CHECK_THAT(message, Catch::Contains("data.shuffle = maybe: expected true or false"));
+}
+
+TEST_CASE("a float where an integer is expected is an error, not a truncation", "[fast][config]") {
+  CHECK_THAT(error_of("train:\n  epochs: 1.5\n"), Catch::Contains("train.epochs = 1.5"));
+}
+
+TEST_CASE("YAML syntax errors give line and column", "[fast][config]") {
+  CHECK_THAT(error_of("optimizer:\n  lr: [0.1\n"), Catch::Contains("exp.yaml:"));
+  CHECK_THAT(error_of("- a\n- b\n"), Catch::Contains("expected a mapping of sections"));
+  CHECK_THAT(error_of("train: 3\n"), Catch::Contains("'train' is a section"));
+}
+
+TEST_CASE("overrides set typed values and are checked like the file", "[fast][config]") {
+  auto spec = parse_spec("optimizer:\n  lr: 0.01\n", "exp.yaml",
+                         {"optimizer.lr=3e-4", "train.epochs=1", "debug.inject_nonfinite_grad_at=[5, 10]",
+                          "precision.mode=mixed"});
+  CHECK(spec.get_float("optimizer.lr") == Approx(3e-4));
+  CHECK(spec.origin("optimizer.lr") == "override");
+  CHECK(spec.get_int("train.epochs") == 1);
+  CHECK(spec.get_int_list("debug.inject_nonfinite_grad_at") == std::vector<int64_t>{5, 10});
+  CHECK(spec.get_string("precision.mode") == "mixed");
+
+  std::string message = error_of("", {"optimizer.lr=fast", "optimiser.lr=1", "nonsense"});
+  CHECK_THAT(message, Catch::Contains("3 errors"));
+  CHECK_THAT(message, Catch::Contains("override 'optimizer.lr=fast': optimizer.lr = fast: expected a number > 0"));
+  CHECK_THAT(message, Catch::Contains("did you mean 'optimizer.lr'?"));
+  CHECK_THAT(message, Catch::Contains("override 'nonsense': expected key=value"));
+}
+
+TEST_CASE("the resolved spec round-trips through its YAML", "[fast][config]") {
+  auto spec = parse_spec("model:\n  hidden_sizes: [256, 128]\nexperiment:\n  name: \"\"\n", "exp.yaml",
+                         {"optimizer.lr=0.0003", "precision.fp32_modules=[head, 'hidden.*']"});
+  auto again = parse_spec(spec.to_yaml(), "config.yaml", {});
+  for (const auto& key : mpt::config::schema()) CHECK(again.value_text(key.key) == spec.value_text(key.key));
+  CHECK(again.origin("optimizer.lr") != "default");  // written out, not left to defaults
+}
+
+TEST_CASE("every default in the schema passes its own validation", "[fast][config]") {
+  auto spec = parse_spec("", "empty.yaml", {});
+  for (const auto& key : mpt::config::schema()) CHECK(spec.origin(key.key) == "default");
+}
+
+TEST_CASE("a missing spec file is a usage error naming the file", "[fast][config]") {
+  try {
+    mpt::config::load_spec("/nonexistent/exp.yaml", {});
+    FAIL("expected an error");
+  } catch (const mpt::UsageError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/nonexistent/exp.yaml: cannot open"));
+  }
+}

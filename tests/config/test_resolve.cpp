@@ -1,0 +1,62 @@
+// Resolution: "mixed" and "auto" become concrete choices for the hardware, and cross-key problems are caught.
+#include <catch2/catch.hpp>
+
+#include "core/common/error.h"
+#include "core/config/load.h"
+#include "core/config/resolve.h"
+#include "tests/support/helpers.h"
+
+using namespace mpt::config;
+
+namespace {
+
+Spec resolved(const std::vector<std::string>& overrides, const HardwareFacts& hardware) {
+  Spec spec = parse_spec("data:\n  root: " + mpt::testing::kFashionMnistRoot + "\n", "/specs/exp.yaml", overrides);
+  resolve_spec(spec, hardware);
+  return spec;
+}
+
+std::string resolve_error(const std::vector<std::string>& overrides, const HardwareFacts& hardware) {
+  try {
+    resolved(overrides, hardware);
+  } catch (const mpt::UsageError& e) {
+    return e.what();
+  }
+  FAIL("expected a resolution error");
+  return "";
+}
+
+const HardwareFacts kBf16Cpu{false, 0, true};
+const HardwareFacts kPlainCpu{false, 0, false};
+const HardwareFacts kVolta{true, 70, true};
+const HardwareFacts kHopper{true, 90, true};
+
+}  // namespace
+
+TEST_CASE("mixed resolves by hardware", "[fast][config]") {
+  CHECK(resolved({"precision.mode=mixed"}, kBf16Cpu).get_string("precision.mode") == "mixed_bf16");
+  CHECK(resolved({"precision.mode=mixed"}, kVolta).get_string("precision.mode") == "mixed_fp16");
+  CHECK(resolved({"precision.mode=mixed"}, kHopper).get_string("precision.mode") == "mixed_bf16");
+  CHECK_THAT(resolve_error({"precision.mode=mixed"}, kPlainCpu), Catch::Contains("no native BF16"));
+}
+
+TEST_CASE("device auto and loss-scale auto resolve, and say why", "[fast][config]") {
+  Spec cpu = resolved({}, kBf16Cpu);
+  CHECK(cpu.get_string("device.type") == "cpu");
+  CHECK(cpu.get_string("precision.loss_scale.mode") == "none");
+  CHECK(cpu.get_string("experiment.name") == "exp");
+  Spec gpu = resolved({"precision.mode=mixed"}, kVolta);
+  CHECK(gpu.get_string("device.type") == "cuda");
+  CHECK(gpu.get_string("precision.loss_scale.mode") == "dynamic");
+  CHECK_THAT(gpu.origin("precision.mode"), Catch::Contains("compute capability 70"));
+}
+
+TEST_CASE("impossible combinations are spec errors, all at once", "[fast][config]") {
+  std::string message = resolve_error({"precision.mode=mixed_fp16", "train.epochs=0", "data.root=/nonexistent"},
+                                      kBf16Cpu);
+  CHECK_THAT(message, Catch::Contains("3 errors"));
+  CHECK_THAT(message, Catch::Contains("mixed_fp16 needs device.type cuda"));
+  CHECK_THAT(message, Catch::Contains("train.epochs and train.max_steps are both 0"));
+  CHECK_THAT(message, Catch::Contains("data.root = /nonexistent: no such folder"));
+  CHECK_THAT(resolve_error({"device.type=cuda"}, kBf16Cpu), Catch::Contains("no CUDA device"));
+}

@@ -1,0 +1,132 @@
+// Checkpoints: complete round trip, corruption detection, newest-valid choice, pruning, atomic replacement.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "core/common/error.h"
+#include "core/io/checkpoint.h"
+#include "core/io/files.h"
+#include "tests/support/helpers.h"
+
+using namespace mpt::io;
+
+namespace {
+
+struct Fixture {
+  torch::nn::Sequential model{torch::nn::Linear(4, 3), torch::nn::BatchNorm1d(3)};
+  torch::optim::Adam optimizer{model->parameters(), torch::optim::AdamOptions(0.1)};
+
+  void train_once() {
+    optimizer.zero_grad();
+    model->forward(torch::randn({8, 4})).pow(2).mean().backward();
+    optimizer.step();
+  }
+};
+
+TrainingState some_state() {
+  TrainingState state;
+  state.step = 12;
+  state.applied_steps = 11;
+  state.skipped_steps = 1;
+  state.data = {2, 5};
+  state.scaler = {16384.0, 7, 1, 0, 16384.0};
+  state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  return state;
+}
+
+void flip_byte(const std::string& path, size_t offset) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(offset);
+  char c;
+  file.get(c);
+  file.seekp(offset);
+  file.put(static_cast<char>(c ^ 0x10));
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint restores weights, buffers, optimizer and training state", "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("ckpt-roundtrip");
+  Fixture a;
+  a.train_once();
+  save_checkpoint(dir + "/a.mpt", *a.model, a.optimizer, some_state());
+
+  Fixture b;
+  TrainingState state = load_checkpoint(dir + "/a.mpt", *b.model, b.optimizer);
+  CHECK(state.step == 12);
+  CHECK(state.applied_steps == 11);
+  CHECK(state.data.epoch == 2);
+  CHECK(state.data.batch == 5);
+  CHECK(state.scaler.scale == 16384.0);
+  CHECK(state.scaler.growth_tracker == 7);
+  for (size_t i = 0; i < a.model->parameters().size(); ++i)
+    CHECK(a.model->parameters()[i].equal(b.model->parameters()[i]));
+  for (size_t i = 0; i < a.model->buffers().size(); ++i) CHECK(a.model->buffers()[i].equal(b.model->buffers()[i]));
+  // Same optimizer state: one more identical step keeps the models identical.
+  torch::manual_seed(1);
+  a.train_once();
+  torch::manual_seed(1);
+  b.train_once();
+  for (size_t i = 0; i < a.model->parameters().size(); ++i)
+    CHECK(a.model->parameters()[i].equal(b.model->parameters()[i]));
+}
+
+TEST_CASE("truncated and bit-flipped checkpoints are detected with the offset", "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("ckpt-corrupt");
+  Fixture f;
+  save_checkpoint(dir + "/good.mpt", *f.model, f.optimizer, some_state());
+  CHECK(verify_checkpoint(dir + "/good.mpt").empty());
+  const auto size = std::filesystem::file_size(dir + "/good.mpt");
+
+  std::filesystem::copy_file(dir + "/good.mpt", dir + "/cut.mpt");
+  std::filesystem::resize_file(dir + "/cut.mpt", size - 100);
+  CHECK_THAT(verify_checkpoint(dir + "/cut.mpt"), Catch::Contains("byte 16: header promises"));
+
+  std::filesystem::copy_file(dir + "/good.mpt", dir + "/flipped.mpt");
+  flip_byte(dir + "/flipped.mpt", size / 2);
+  CHECK_THAT(verify_checkpoint(dir + "/flipped.mpt"), Catch::Contains("CRC-32 mismatch"));
+  Fixture g;
+  CHECK_THROWS_WITH(load_checkpoint(dir + "/flipped.mpt", *g.model, g.optimizer), Catch::Contains("flipped.mpt"));
+
+  std::ofstream(dir + "/text.mpt") << "hello, this is not a checkpoint at all, just words";
+  CHECK_THAT(verify_checkpoint(dir + "/text.mpt"), Catch::Contains("byte 0: not an mpt checkpoint"));
+}
+
+TEST_CASE("loading into a different model names the mismatching tensor", "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("ckpt-shape");
+  Fixture f;
+  save_checkpoint(dir + "/a.mpt", *f.model, f.optimizer, some_state());
+  torch::nn::Sequential other{torch::nn::Linear(5, 3), torch::nn::BatchNorm1d(3)};
+  torch::optim::Adam optimizer(other->parameters(), torch::optim::AdamOptions(0.1));
+  CHECK_THROWS_WITH(load_checkpoint(dir + "/a.mpt", *other, optimizer),
+                    Catch::Contains("tensor '0.weight' has shape [3, 4], the model expects [3, 5]"));
+}
+
+TEST_CASE("the store prunes to keep_last and resumes from the newest valid file", "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("ckpt-store");
+  Fixture f;
+  CheckpointStore store(dir, 2);
+  TrainingState state = some_state();
+  for (int64_t step : {10, 20, 30}) {
+    state.step = step;
+    store.save(*f.model, f.optimizer, state);
+  }
+  CHECK_FALSE(std::filesystem::exists(store.path_for(10)));
+  CHECK(std::filesystem::exists(store.path_for(20)));
+  std::filesystem::resize_file(store.path_for(30), 64);  // a torn newest file
+  std::vector<std::string> rejected;
+  auto latest = store.latest_valid([&](const std::string& path, const std::string&) { rejected.push_back(path); });
+  REQUIRE(latest);
+  CHECK(*latest == store.path_for(20));
+  CHECK(rejected == std::vector<std::string>{store.path_for(30)});
+}
+
+TEST_CASE("a failed atomic write leaves the previous file intact", "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("atomic");
+  write_file_atomically(dir + "/f.json", "old");
+  std::filesystem::create_directory(dir + "/f.json.tmp." + std::to_string(::getpid()));  // the temp path is taken
+  CHECK_THROWS_WITH(write_file_atomically(dir + "/f.json", "new"), Catch::Contains("f.json: cannot create"));
+  CHECK(read_file(dir + "/f.json") == "old");
+}

@@ -1,0 +1,32 @@
+// Test helpers: run the real `mpt` binary, read JSONL/JSON outputs, make scratch folders.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace mpt::testing {
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `mpt ARGS...` (each argument shell-quoted) and captures its output and exit code.
+CommandResult run_mpt(const std::vector<std::string>& args);
+
+// A fresh empty folder under the system temp dir, named after the test.
+std::string scratch_dir(const std::string& name);
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path);
+nlohmann::json read_json(const std::string& path);
+
+// A metrics.jsonl column for lines of one kind ("train" or "eval"), keyed by step.
+std::vector<std::pair<int64_t, double>> metric_series(const std::string& run_dir, const std::string& field);
+
+std::string read_file_text(const std::string& path);
+std::string source_path(const std::string& relative);  // a path inside the source tree
+const std::string kFashionMnistRoot = "/usr/share/datasets/fashion-mnist";
+
+}  // namespace mpt::testing
