@@ -82,6 +82,13 @@ int run_train(const TrainOptions& options) {
                          precision::LossScaler(c.precision.loss_scale), precision::compute_dtype(c.precision.mode),
                          device, train_loader, test_set, train::RunSinks{metrics, events, logger, checkpoints, progress});
   if (plan.resume_from) trainer.resume(*plan.resume_from);
+  if (trainer.step() >= c.train.total_steps && std::filesystem::exists(run_dir + "/summary.json")) {
+    // Re-running a finished spec must not replace its summary with an empty one: report and keep it.
+    logger->info("{} already completed {} of {} steps; kept its summary.json (raise train.epochs or "
+                 "train.max_steps to train further, or use another --run-dir)",
+                 run_dir, trainer.step(), c.train.total_steps);
+    return kExitOk;
+  }
 
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);

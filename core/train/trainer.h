@@ -70,6 +70,7 @@ class Trainer {
           const data::Dataset& test_set, RunSinks sinks);
 
   void resume(const std::string& checkpoint_path);
+  int64_t step() const { return state_.step; }
   TrainResult run(const std::atomic<bool>& stop_requested);
 
  private:

@@ -111,6 +111,11 @@ TEST_CASE("broken data files fail with the file and offset, not a crash", "[fast
 TEST_CASE("a run directory of another spec is refused, never mixed", "[fast][cli]") {
   const std::string dir = scratch_dir("cli-mixing");
   REQUIRE(run_mpt({"train", kFp32, "train.max_steps=5", "data.test_limit=100", "--run-dir", dir}).exit_code == 0);
+  const std::string summary = read_file_text(dir + "/summary.json");
+  CommandResult again = run_mpt({"train", kFp32, "train.max_steps=5", "data.test_limit=100", "--run-dir", dir});
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("already completed 5 of 5 steps"));
+  CHECK(read_file_text(dir + "/summary.json") == summary);  // the finished run's record is kept
   CommandResult other = run_mpt({"train", kFp32, "train.max_steps=5", "optimizer.lr=0.5", "--run-dir", dir});
   CHECK(other.exit_code == 2);
   CHECK_THAT(other.output, Catch::Contains("holds a run of a different spec") && Catch::Contains("optimizer.lr"));
