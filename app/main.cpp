@@ -1,5 +1,6 @@
 // mpt's entry point: one table of subcommands and flags; errors become the documented exit codes.
 #include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
 #include <torch/version.h>
 
 #include <iostream>

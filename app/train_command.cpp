@@ -108,9 +108,10 @@ int run_train(const TrainOptions& options) {
   const nlohmann::json summary = train::make_summary(result, context);
   io::write_file_atomically(run_dir + "/summary.json", summary.dump(2) + "\n");
 
-  logger->info("{}: {} after {} steps ({} skipped); test accuracy {:.4f}; {:.0f} samples/s; summary {}/summary.json",
-               c.name, result.status, result.steps, result.skipped_steps,
-               result.eval ? result.eval->accuracy : 0.0, summary["samples_per_sec"].get<double>(), run_dir);
+  const std::string accuracy = result.eval ? fmt::format("{:.4f}", result.eval->accuracy) : "not evaluated";
+  logger->info("{}: {} after {} steps ({} skipped); test accuracy {}; {:.0f} samples/s; summary {}/summary.json",
+               c.name, result.status, result.steps, result.skipped_steps, accuracy,
+               summary["samples_per_sec"].get<double>(), run_dir);
   if (result.status != "completed") logger->error("{}", result.diagnosis);
   return result.status == "completed" ? kExitOk : kExitRunFailed;
 }

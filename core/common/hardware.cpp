@@ -4,7 +4,6 @@
 
 #include <dlfcn.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <thread>
@@ -69,12 +68,6 @@ int64_t peak_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
-std::string host_name() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
 }
 
 }  // namespace mpt::hardware

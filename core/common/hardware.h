@@ -18,6 +18,5 @@ int configure_threads(int requested);
 std::string blas_description();
 
 int64_t peak_rss_bytes();
-std::string host_name();
 
 }  // namespace mpt::hardware

@@ -141,13 +141,17 @@ void Trainer::log_window(double window_seconds) {
                          {"samples_per_sec", window_samples_ / std::max(window_seconds, 1e-9)}};
   if (last_grad_norm_) line["grad_norm"] = *last_grad_norm_;
   sinks_.metrics.write(line);
-  const double eta = window_seconds / window_steps_ * (config_.total_steps - state_.step);
-  io::ProgressLine progress{state_.step, config_.total_steps, loss, scaler_.scale(), current_lr_,
-                            window_samples_ / std::max(window_seconds, 1e-9), eta};
-  sinks_.progress.update(progress);
+  last_loss_ = loss;
+  seconds_per_step_ = window_seconds / window_steps_;
+  samples_per_sec_ = window_samples_ / std::max(window_seconds, 1e-9);
   if (!sinks_.progress.live() || state_.step == config_.total_steps)
-    sinks_.logger->info("{}", io::format_progress(progress));
+    sinks_.logger->info("{}", io::format_progress(progress_line()));
   window_loss_.zero_(), window_correct_.zero_(), window_steps_ = 0, window_samples_ = 0;
+}
+
+io::ProgressLine Trainer::progress_line() const {
+  return {state_.step,      config_.total_steps, last_loss_, scaler_.scale(), current_lr_,
+          samples_per_sec_, seconds_per_step_ * static_cast<double>(config_.total_steps - state_.step)};
 }
 
 void Trainer::evaluate_now() {
@@ -191,6 +195,7 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
     }
     const bool last = state_.step == config_.total_steps;
     if (state_.step % config_.log_every_steps == 0 || last) log_window(window_seconds), window_seconds = 0.0;
+    sinks_.progress.update(progress_line());  // the live line shows the latest logged loss: no extra sync
     if ((config_.eval_every_steps > 0 && state_.step % config_.eval_every_steps == 0) || last) evaluate_now();
     if ((config_.checkpoint_every_steps > 0 && state_.step % config_.checkpoint_every_steps == 0) || last)
       save_checkpoint();

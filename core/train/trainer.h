@@ -77,6 +77,7 @@ class Trainer {
   // Runs one optimizer step; returns true when it was applied, false when skipped.
   bool step_once();
   void log_window(double window_seconds);
+  io::ProgressLine progress_line() const;
   void evaluate_now();
   void save_checkpoint();
   void close_epoch_if_done(int64_t epoch_before);
@@ -96,6 +97,7 @@ class Trainer {
   io::TrainingState state_;
   TrainResult result_;
   double current_lr_ = 0.0;
+  double last_loss_ = 0.0, samples_per_sec_ = 0.0, seconds_per_step_ = 0.0;  // as of the last log line
   std::optional<double> last_grad_norm_;
   int64_t consecutive_skips_ = 0;
   // Device-side running sums, read on the host only when logging or at epoch ends.
