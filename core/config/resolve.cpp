@@ -60,6 +60,11 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
     spec.set("experiment.name", YAML::Node(std::filesystem::path(spec.source_path()).stem().string()),
              "the spec file's name");
 
+  const double init = spec.get_float("precision.loss_scale.init");
+  if (init < spec.get_float("precision.loss_scale.min_scale") || init > spec.get_float("precision.loss_scale.max_scale"))
+    problems.push_back(at(spec, "precision.loss_scale.init") + " = " + spec.value_text("precision.loss_scale.init") +
+                       ": expected a value between precision.loss_scale.min_scale and max_scale");
+
   if (spec.get_int("train.epochs") == 0 && spec.get_int("train.max_steps") == 0)
     problems.push_back(at(spec, "train.epochs") + " and train.max_steps are both 0; set one to a positive number");
 

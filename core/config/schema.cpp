@@ -62,6 +62,13 @@ std::vector<KeySpec> build_schema() {
            true),
       real("precision.loss_scale.backoff_factor", "0.5", 0, 1, "Scale multiplier on overflow.", true, true),
       integer("precision.loss_scale.growth_interval", "2000", 1, kInf, "Overflow-free steps before growing."),
+      integer("precision.loss_scale.hysteresis", "1", 1, kInf,
+              "Overflows absorbed before a backoff, re-armed by a growth (1 = PyTorch, 2 = DeepSpeed)."),
+      real("precision.loss_scale.min_scale", "1.0", 0, kInf, "Floor of the dynamic scale (0 = none, as PyTorch)."),
+      real("precision.loss_scale.max_scale", "16777216", 0, kInf, "Ceiling of the dynamic scale (2^24, as Apex).",
+           true),
+      integer("precision.loss_scale.max_overflows_at_min", "10", 1, kInf,
+              "Consecutive overflows at min_scale after which the run stops as 'diverged' (scale collapse)."),
 
       choice("optimizer.name", "adam", {"sgd", "adam", "adamw"}, "Optimizer over the FP32 weights."),
       real("optimizer.lr", "0.001", 0, kInf, "Peak learning rate (before linear scaling).", true),
@@ -98,6 +105,8 @@ std::vector<KeySpec> build_schema() {
 
       list("debug.inject_nonfinite_grad_at", KeyType::kIntList, "[]", 1,
            "Steps at which one gradient is set to +inf after backward, to rehearse overflow handling."),
+      text("debug.inject_nonfinite_param", "\"\"",
+           "Parameter (module path, e.g. head.weight) that receives the injected Inf; empty = the first one."),
       integer("debug.stop_after_steps", "0", 0, kInf,
               "Stop as if interrupted after this step (checkpoint, status 'interrupted'), to rehearse resume."),
   };

@@ -28,6 +28,10 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.precision.loss_scale.growth_factor = spec.get_float("precision.loss_scale.growth_factor");
   c.precision.loss_scale.backoff_factor = spec.get_float("precision.loss_scale.backoff_factor");
   c.precision.loss_scale.growth_interval = spec.get_int("precision.loss_scale.growth_interval");
+  c.precision.loss_scale.hysteresis = spec.get_int("precision.loss_scale.hysteresis");
+  c.precision.loss_scale.min_scale = spec.get_float("precision.loss_scale.min_scale");
+  c.precision.loss_scale.max_scale = spec.get_float("precision.loss_scale.max_scale");
+  c.precision.loss_scale.max_overflows_at_min = spec.get_int("precision.loss_scale.max_overflows_at_min");
 
   c.optimizer.name = spec.get_string("optimizer.name");
   c.optimizer.lr = spec.get_float("optimizer.lr");
@@ -55,6 +59,7 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.train.max_consecutive_skips = spec.get_int("train.max_consecutive_skips");
   c.train.checkpoint_every_steps = spec.get_int("checkpoint.every_steps");
   c.train.inject_nonfinite_grad_at = spec.get_int_list("debug.inject_nonfinite_grad_at");
+  c.train.inject_nonfinite_param = spec.get_string("debug.inject_nonfinite_param");
   c.train.stop_after_steps = spec.get_int("debug.stop_after_steps");
   c.progress = spec.get_string("train.progress");
   c.checkpoint_keep_last = spec.get_int("checkpoint.keep_last");

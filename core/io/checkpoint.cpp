@@ -86,7 +86,9 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
   archive.write("scaler.growth_tracker", state.scaler.growth_tracker);
   archive.write("scaler.backoffs", state.scaler.backoffs);
   archive.write("scaler.growths", state.scaler.growths);
-  archive.write("scaler.min_scale", state.scaler.min_scale);
+  archive.write("scaler.lowest_scale", state.scaler.lowest_scale);
+  archive.write("scaler.hysteresis_left", state.scaler.hysteresis_left);
+  archive.write("scaler.overflows_at_min", state.scaler.overflows_at_min);
   archive.write("rng.cpu", state.rng_state);
 
   std::ostringstream payload_stream;
@@ -141,7 +143,8 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& model,
     state.data = {read_int(archive, "state.data_epoch"), read_int(archive, "state.data_batch")};
     state.scaler = {read_double(archive, "scaler.scale"), read_int(archive, "scaler.growth_tracker"),
                     read_int(archive, "scaler.backoffs"), read_int(archive, "scaler.growths"),
-                    read_double(archive, "scaler.min_scale")};
+                    read_double(archive, "scaler.lowest_scale"), read_int(archive, "scaler.hysteresis_left"),
+                    read_int(archive, "scaler.overflows_at_min")};
     archive.read("rng.cpu", state.rng_state);
   } catch (const c10::Error& e) {
     throw Error(path + ": unreadable checkpoint payload: " + e.what_without_backtrace());

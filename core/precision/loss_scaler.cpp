@@ -11,7 +11,8 @@ namespace mpt::precision {
 
 LossScaler::LossScaler(LossScaleConfig config) : config_(config) {
   state_.scale = config_.mode == LossScaleMode::kNone ? 1.0 : config_.init;
-  state_.min_scale = state_.scale;
+  state_.lowest_scale = state_.scale;
+  state_.hysteresis_left = config_.hysteresis;
 }
 
 torch::Tensor LossScaler::scale_loss(const torch::Tensor& loss) const {
@@ -42,22 +43,38 @@ ScaleUpdate LossScaler::update(bool found_nonfinite) {
   ScaleUpdate result{ScaleChange::kNone, state_.scale, state_.scale};
   if (config_.mode != LossScaleMode::kDynamic) return result;
   if (found_nonfinite) {
-    state_.scale *= config_.backoff_factor;
     state_.growth_tracker = 0;
-    ++state_.backoffs;
-    result.change = ScaleChange::kBackoff;
-  } else if (++state_.growth_tracker == config_.growth_interval) {
-    state_.growth_tracker = 0;
-    double grown = state_.scale * config_.growth_factor;
-    if (std::isfinite(grown)) {  // PyTorch's rule: never grow into Inf
-      state_.scale = grown;
-      ++state_.growths;
-      result.change = ScaleChange::kGrowth;
+    state_.overflows_at_min = state_.scale <= config_.min_scale ? state_.overflows_at_min + 1 : 0;
+    if (state_.hysteresis_left > 1) {
+      --state_.hysteresis_left;  // DeepSpeed: absorbed, but the step is still skipped
+    } else {                     // and, as there, hysteresis is re-armed only by the next growth
+      const double lowered = std::max(state_.scale * config_.backoff_factor, config_.min_scale);
+      if (lowered < state_.scale) {
+        state_.scale = lowered;
+        ++state_.backoffs;
+        result.change = ScaleChange::kBackoff;
+      }
+    }
+  } else {
+    state_.overflows_at_min = 0;
+    if (++state_.growth_tracker == config_.growth_interval) {
+      state_.growth_tracker = 0;
+      state_.hysteresis_left = config_.hysteresis;
+      const double grown = std::min(state_.scale * config_.growth_factor, config_.max_scale);
+      if (std::isfinite(grown) && grown > state_.scale) {  // PyTorch's rule: never grow into Inf
+        state_.scale = grown;
+        ++state_.growths;
+        result.change = ScaleChange::kGrowth;
+      }
     }
   }
-  state_.min_scale = std::min(state_.min_scale, state_.scale);
+  state_.lowest_scale = std::min(state_.lowest_scale, state_.scale);
   result.new_scale = state_.scale;
   return result;
+}
+
+bool LossScaler::collapsed() const {
+  return config_.mode == LossScaleMode::kDynamic && state_.overflows_at_min >= config_.max_overflows_at_min;
 }
 
 LossScaleMode parse_loss_scale_mode(const std::string& name) {

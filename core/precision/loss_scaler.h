@@ -1,5 +1,7 @@
 // Dynamic loss scaling, PyTorch's GradScaler rule with the seed's defaults: start at 2^15, x0.5 and skip the
 // step on a non-finite gradient, x2 after growth_interval clean steps. LibTorch has no GradScaler (pytorch#44710).
+// Options from DeepSpeed: hysteresis (back off only after N overflows), a floor and a ceiling, and collapse
+// detection (N consecutive overflows at the floor means training cannot recover).
 #pragma once
 
 #include <torch/torch.h>
@@ -17,6 +19,10 @@ struct LossScaleConfig {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
+  int64_t hysteresis = 1;             // overflows tolerated before a backoff (1 = PyTorch, 2 = DeepSpeed)
+  double min_scale = 1.0;             // floor; 0 = none (PyTorch)
+  double max_scale = 16777216.0;      // ceiling (2^24, Apex); inf = none (PyTorch)
+  int64_t max_overflows_at_min = 10;  // consecutive overflows at the floor before the scale has collapsed
 };
 
 // Everything a checkpoint needs to continue scaling exactly where it stopped.
@@ -25,7 +31,9 @@ struct LossScaleState {
   int64_t growth_tracker = 0;  // clean steps since the last growth or backoff
   int64_t backoffs = 0;
   int64_t growths = 0;
-  double min_scale = 1.0;
+  double lowest_scale = 1.0;      // the smallest scale so far (summary.json loss_scale.min)
+  int64_t hysteresis_left = 1;    // overflows still tolerated before the next backoff
+  int64_t overflows_at_min = 0;   // consecutive overflows while at the floor
 };
 
 enum class ScaleChange { kNone, kGrowth, kBackoff };
@@ -52,6 +60,9 @@ class LossScaler {
 
   // The scale rule; call once per optimizer step with that step's overflow flag.
   ScaleUpdate update(bool found_nonfinite);
+
+  // True once max_overflows_at_min consecutive steps overflowed at the floor: lowering the scale cannot help.
+  bool collapsed() const;
 
  private:
   LossScaleConfig config_;

@@ -10,10 +10,15 @@ void EventLog::record(nlohmann::json event) {
   writer_.write(event);
 }
 
-void EventLog::skipped_step(int64_t step, double scale, int64_t skipped_so_far, const std::string& reason) {
+void EventLog::skipped_step(int64_t step, double scale, int64_t skipped_so_far, const std::string& reason,
+                            const std::vector<precision::NonfiniteGrad>& culprits) {
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& c : culprits)
+    params.push_back({{"name", c.name}, {"nonfinite", c.nonfinite}, {"max_abs_finite", c.max_abs_finite}});
   record({{"step", step}, {"kind", "skip"}, {"old_scale", scale}, {"new_scale", scale},
-          {"skipped_steps", skipped_so_far}, {"reason", reason}});
-  logger_->warn("step {}: skipped the optimizer step ({}); {} skipped so far", step, reason, skipped_so_far);
+          {"skipped_steps", skipped_so_far}, {"reason", reason}, {"nonfinite_params", params}});
+  logger_->warn("step {}: skipped the optimizer step ({}; {}); {} skipped so far", step, reason,
+                precision::describe(culprits), skipped_so_far);
 }
 
 void EventLog::scale_change(int64_t step, const precision::ScaleUpdate& update, int64_t skipped_so_far) {

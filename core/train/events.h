@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/io/files.h"
+#include "core/precision/diagnosis.h"
 #include "core/precision/loss_scaler.h"
 
 namespace mpt::train {
@@ -17,7 +18,8 @@ class EventLog {
   EventLog(const std::string& path, std::shared_ptr<spdlog::logger> logger)
       : writer_(path), logger_(std::move(logger)) {}
 
-  void skipped_step(int64_t step, double scale, int64_t skipped_so_far, const std::string& reason);
+  void skipped_step(int64_t step, double scale, int64_t skipped_so_far, const std::string& reason,
+                    const std::vector<precision::NonfiniteGrad>& culprits);
   void scale_change(int64_t step, const precision::ScaleUpdate& update, int64_t skipped_so_far);
   void checkpoint_saved(int64_t step, const std::string& path);
   void checkpoint_rejected(const std::string& path, const std::string& why);

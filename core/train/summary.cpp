@@ -18,7 +18,7 @@ nlohmann::json make_summary(const TrainResult& result, const RunContext& context
       {"loss_scale",
        {{"mode", context.loss_scale_mode},
         {"final", result.scaler.scale},
-        {"min", result.scaler.min_scale},
+        {"min", result.scaler.lowest_scale},
         {"backoffs", result.scaler.backoffs},
         {"growths", result.scaler.growths}}},
       {"samples_per_sec", result.train_time_sec > 0 ? result.samples_trained / result.train_time_sec : 0.0},

@@ -41,6 +41,14 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
       test_set_(test_set),
       sinks_(sinks),
       parameters_(model_->parameters()) {
+  const auto named = model_->named_parameters();
+  const std::string& target = config_.inject_nonfinite_param;
+  if (!config_.inject_nonfinite_grad_at.empty()) {
+    if (target.empty()) inject_target_ = parameters_.front();
+    else if (const torch::Tensor* found = named.find(target)) inject_target_ = *found;
+    else throw UsageError("debug.inject_nonfinite_param = " + target + ": the model has no such parameter; it has " +
+                          c10::Join(", ", named.keys()));
+  }
   auto options = torch::TensorOptions().dtype(torch::kDouble).device(device_);
   window_loss_ = torch::zeros({}, options);
   window_correct_ = torch::zeros({}, options);
@@ -90,7 +98,7 @@ bool Trainer::step_once() {
   ++window_steps_;
 
   const bool inject = std::count(config_.inject_nonfinite_grad_at.begin(), config_.inject_nonfinite_grad_at.end(), step);
-  if (inject) parameters_.front().mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
+  if (inject) inject_target_.mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
 
   std::vector<torch::Tensor> grads;
   for (auto& p : parameters_)
@@ -102,9 +110,11 @@ bool Trainer::step_once() {
   if (found_nonfinite) {
     ++state_.skipped_steps;
     ++consecutive_skips_;
+    last_culprits_ = precision::find_nonfinite_grads(model_->named_parameters(), /*limit=*/3);
     sinks_.events.skipped_step(step, scaler_.scale(), state_.skipped_steps,
                                inject ? "injected non-finite gradient (debug.inject_nonfinite_grad_at)"
-                                      : "non-finite gradient");
+                                      : "non-finite gradient",
+                               last_culprits_);
   } else {
     consecutive_skips_ = 0;
     if (config_.grad_clip_norm > 0)
@@ -185,11 +195,13 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
     step_once();
     step_seconds.push_back(seconds_since(start));
     window_seconds += step_seconds.back();
-    if (consecutive_skips_ >= config_.max_consecutive_skips) {
+    if (scaler_.collapsed() || consecutive_skips_ >= config_.max_consecutive_skips) {
       result_.status = "diverged";
-      result_.diagnosis = std::to_string(consecutive_skips_) + " consecutive steps had non-finite gradients (loss scale " +
-                          std::to_string(scaler_.scale()) + "); lowering the learning rate, enabling gradient "
-                          "clipping or keeping more layers in FP32 (precision.fp32_modules) can help";
+      result_.diagnosis = fmt::format(
+          "{} ({} consecutive steps skipped, loss scale {:g}); non-finite gradients in {}. Keeping those layers in "
+          "FP32 (precision.fp32_modules), lowering the learning rate or clipping gradients can help",
+          scaler_.collapsed() ? "the loss scale collapsed to its floor" : "every step overflows",
+          consecutive_skips_, scaler_.scale(), precision::describe(last_culprits_));
       sinks_.events.diverged(state_.step, result_.diagnosis);
       break;
     }

@@ -16,6 +16,7 @@
 #include "core/io/checkpoint.h"
 #include "core/io/files.h"
 #include "core/io/log.h"
+#include "core/precision/diagnosis.h"
 #include "core/precision/loss_scaler.h"
 #include "core/train/evaluate.h"
 #include "core/train/events.h"
@@ -34,7 +35,8 @@ struct TrainConfig {
   int64_t max_consecutive_skips = 100;
   int64_t eval_batch_size = 1000;
   std::vector<int64_t> inject_nonfinite_grad_at;
-  int64_t stop_after_steps = 0;  // 0: off
+  std::string inject_nonfinite_param;  // "" = the first parameter
+  int64_t stop_after_steps = 0;        // 0: off
 };
 
 struct TrainResult {
@@ -93,6 +95,8 @@ class Trainer {
   const data::Dataset& test_set_;
   RunSinks sinks_;
   std::vector<torch::Tensor> parameters_;
+  torch::Tensor inject_target_;
+  std::vector<precision::NonfiniteGrad> last_culprits_;
 
   io::TrainingState state_;
   TrainResult result_;

@@ -70,6 +70,45 @@ TEST_CASE("a mixed run with injected overflows backs off, skips, and does not ad
   CHECK(log.find('\033') == std::string::npos);  // no control characters in files
 }
 
+TEST_CASE("a collapsing scale ends the run as diverged and names the overflowing layer", "[fast][cli]") {
+  const std::string dir = scratch_dir("cli-collapse");
+  CommandResult run = run_mpt({"train", kMixed, "train.max_steps=50", "data.train_limit=2048", "data.test_limit=100",
+                               "precision.loss_scale.init=4", "precision.loss_scale.max_overflows_at_min=3",
+                               "debug.inject_nonfinite_grad_at=[1, 2, 3, 4, 5, 6, 7, 8]",
+                               "debug.inject_nonfinite_param=head.weight", "--run-dir", dir});
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  nlohmann::json summary = read_json(dir + "/summary.json");
+  CHECK(summary["status"] == "diverged");
+  CHECK(summary["steps"] == 5);  // 4 -> 2 -> 1, then 3 overflows at the floor: steps 3, 4, 5
+  CHECK_THAT(summary["diagnosis"].get<std::string>(),
+             Catch::Contains("collapsed to its floor") && Catch::Contains("head.weight (1 non-finite"));
+  bool named = false;
+  for (const auto& e : read_jsonl(dir + "/events.jsonl"))
+    if (e["kind"] == "skip") named = e["nonfinite_params"][0]["name"] == "head.weight";
+  CHECK(named);
+  CHECK_THAT(run.output, Catch::Contains("training diverged"));
+}
+
+TEST_CASE("an overflow during gradient accumulation skips exactly one optimizer step", "[fast][cli]") {
+  const std::string dir = scratch_dir("cli-accum-overflow");
+  CommandResult run = run_mpt({"train", kMixed, "train.max_steps=6", "train.grad_accum_steps=4", "data.batch_size=32",
+                               "data.train_limit=2048", "data.test_limit=100", "debug.inject_nonfinite_grad_at=[3]",
+                               "train.log_every_steps=1", "--run-dir", dir});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  nlohmann::json summary = read_json(dir + "/summary.json");
+  CHECK(summary["steps"] == 6);
+  CHECK(summary["skipped_steps"] == 1);
+  CHECK(summary["loss_scale"]["backoffs"] == 1);
+  CHECK(metric_series(dir, "loss").size() == 6);
+
+  CommandResult typo = run_mpt({"train", kMixed, "train.max_steps=2", "debug.inject_nonfinite_grad_at=[1]",
+                                "debug.inject_nonfinite_param=head.wieght", "--run-dir", dir + "-typo"});
+  CHECK(typo.exit_code == 2);
+  CHECK_THAT(typo.output, Catch::Contains("no such parameter; it has hidden.0.weight"));
+}
+
 TEST_CASE("bad input is a one-line error with exit code 2", "[fast][cli]") {
   const std::string dir = scratch_dir("cli-bad");
   CommandResult unknown = run_mpt({"train", kFp32, "optimizer.lr=fast", "optimizer.learning_rate=1", "--run-dir", dir});

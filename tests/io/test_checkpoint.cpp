@@ -31,7 +31,7 @@ TrainingState some_state() {
   state.applied_steps = 11;
   state.skipped_steps = 1;
   state.data = {2, 5};
-  state.scaler = {16384.0, 7, 1, 0, 16384.0};
+  state.scaler = {16384.0, 7, 1, 0, 16384.0, 2, 3};
   state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
   return state;
 }
@@ -61,6 +61,8 @@ TEST_CASE("a checkpoint restores weights, buffers, optimizer and training state"
   CHECK(state.data.batch == 5);
   CHECK(state.scaler.scale == 16384.0);
   CHECK(state.scaler.growth_tracker == 7);
+  CHECK(state.scaler.hysteresis_left == 2);
+  CHECK(state.scaler.overflows_at_min == 3);
   for (size_t i = 0; i < a.model->parameters().size(); ++i)
     CHECK(a.model->parameters()[i].equal(b.model->parameters()[i]));
   for (size_t i = 0; i < a.model->buffers().size(); ++i) CHECK(a.model->buffers()[i].equal(b.model->buffers()[i]));

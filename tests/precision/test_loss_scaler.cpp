@@ -17,6 +17,12 @@ LossScaleConfig dynamic(int64_t interval) {
   return config;
 }
 
+std::vector<double> trace(LossScaler& scaler, const std::vector<bool>& overflow) {
+  std::vector<double> scales;
+  for (bool o : overflow) scales.push_back(scaler.update(o).new_scale);
+  return scales;
+}
+
 }  // namespace
 
 TEST_CASE("a known sequence of clean and overflowing steps gives the known scales", "[fast][precision]") {
@@ -30,7 +36,7 @@ TEST_CASE("a known sequence of clean and overflowing steps gives the known scale
   }
   CHECK(scaler.state().backoffs == 3);
   CHECK(scaler.state().growths == 2);
-  CHECK(scaler.state().min_scale == 8192);
+  CHECK(scaler.state().lowest_scale == 8192);
 }
 
 TEST_CASE("the seed's defaults: x2 after 2000 clean steps, x0.5 on overflow", "[fast][precision]") {
@@ -91,4 +97,53 @@ TEST_CASE("unscale divides by the scale and reports Inf and NaN", "[fast][precis
   d[0] = std::numeric_limits<float>::quiet_NaN();
   CHECK(scaler.unscale_and_check({d}));
   CHECK(scaler.scale_loss(torch::ones({})).item<double>() == 32768.0);
+}
+
+TEST_CASE("reference trace: PyTorch GradScaler's sequence (no floor, no ceiling)", "[fast][precision]") {
+  LossScaleConfig config = dynamic(2);
+  config.init = 65536.0;  // torch.amp.GradScaler's default
+  config.min_scale = 0.0;
+  config.max_scale = std::numeric_limits<double>::infinity();
+  LossScaler scaler(config);
+  // _amp_update_scale_: inf -> scale*0.5, tracker 0; else tracker+1, and at `interval` grow and reset.
+  CHECK(trace(scaler, {false, false, true, false, false, false, false, true, true, false, false}) ==
+        std::vector<double>{65536, 131072, 65536, 65536, 131072, 131072, 262144, 131072, 65536, 65536, 131072});
+}
+
+TEST_CASE("reference trace: DeepSpeed's hysteresis absorbs an overflow until the next growth", "[fast][precision]") {
+  LossScaleConfig config = dynamic(2);
+  config.init = 65536.0;
+  config.hysteresis = 2;
+  LossScaler scaler(config);
+  // DeepSpeed DynamicLossScaler(delayed_shift=2, consecutive_hysteresis=False, scale_window=2).
+  CHECK(trace(scaler, {false, false, true, true, false, true, false, false, true, false}) ==
+        std::vector<double>{65536, 131072, 131072, 65536, 65536, 32768, 32768, 65536, 65536, 65536});
+  CHECK(scaler.state().backoffs == 2);
+  CHECK(scaler.state().hysteresis_left == 1);
+}
+
+TEST_CASE("the scale stays within its floor and ceiling", "[fast][precision]") {
+  LossScaleConfig config = dynamic(1);
+  config.init = 4.0;
+  config.min_scale = 2.0;
+  config.max_scale = 8.0;
+  LossScaler scaler(config);
+  CHECK(trace(scaler, {true, true, true, false, false, false}) == std::vector<double>{2, 2, 2, 4, 8, 8});
+  CHECK(scaler.state().backoffs == 1);  // no backoff event at the floor,
+  CHECK(scaler.state().growths == 2);   // no growth event at the ceiling
+}
+
+TEST_CASE("consecutive overflows at the floor mean the scale has collapsed", "[fast][precision]") {
+  LossScaleConfig config = dynamic(100);
+  config.init = 4.0;
+  config.min_scale = 1.0;
+  config.max_overflows_at_min = 3;
+  LossScaler scaler(config);
+  trace(scaler, {true, true, true, true});  // 4 -> 2 -> 1, then two overflows at the floor
+  CHECK_FALSE(scaler.collapsed());
+  scaler.update(false);  // a clean step resets the count
+  trace(scaler, {true, true});
+  CHECK_FALSE(scaler.collapsed());
+  scaler.update(true);
+  CHECK(scaler.collapsed());
 }
