@@ -50,6 +50,9 @@ int run_train(const TrainOptions& options) {
   const std::string blas = hardware::blas_description();
   logger->info("device {} | {} threads | BLAS {} | precision {} | loss scale {}", c.device, threads, blas,
                c.precision.mode, precision::loss_scale_mode_name(c.precision.loss_scale.mode));
+  const bool tf32 = device.is_cuda() && c.precision.tf32;
+  at::globalContext().setAllowTF32CuBLAS(tf32);  // set both ways: LibTorch's defaults changed across versions
+  at::globalContext().setAllowTF32CuDNN(tf32);
   torch::manual_seed(c.seed);
 
   const data::Dataset train_set = data::load_fashion_mnist(c.data.root, "train", c.data.train_limit);
@@ -59,7 +62,9 @@ int run_train(const TrainOptions& options) {
                test_set.size(), train_loader.batches_per_epoch(), c.data.batch_size);
 
   const models::DataShape shape{train_set.images[0].numel(), train_set.num_classes};
-  models::Model model = models::build_model(c.model, shape, precision::Fp32Policy(c.precision.fp32_modules));
+  precision::NumericsMonitor numerics;
+  const precision::ModulePolicy policy(c.precision.fp32_modules, c.check_numerics ? &numerics : nullptr);
+  models::Model model = models::build_model(c.model, shape, policy);
   model->to(device);
 
   const int64_t per_epoch = steps_per_epoch(train_loader.batches_per_epoch(), c.train.grad_accum_steps);
@@ -80,7 +85,8 @@ int run_train(const TrainOptions& options) {
   io::Progress progress(c.progress == "bar" || (c.progress == "auto" && io::stderr_is_live_terminal()));
   train::Trainer trainer(c.train, c.schedule, model, train::build_optimizer(c.optimizer, model->parameters()),
                          precision::LossScaler(c.precision.loss_scale), precision::compute_dtype(c.precision.mode),
-                         device, train_loader, test_set, train::RunSinks{metrics, events, logger, checkpoints, progress});
+                         device, train_loader, test_set, train::RunSinks{metrics, events, logger, checkpoints, progress},
+                         c.check_numerics ? &numerics : nullptr);
   if (plan.resume_from) trainer.resume(*plan.resume_from);
   if (trainer.step() >= c.train.total_steps && std::filesystem::exists(run_dir + "/summary.json")) {
     // Re-running a finished spec must not replace its summary with an empty one: report and keep it.
@@ -100,6 +106,7 @@ int run_train(const TrainOptions& options) {
   context.loss_scale_mode = precision::loss_scale_mode_name(c.precision.loss_scale.mode);
   context.device = c.device;
   context.threads = threads;
+  context.tf32 = tf32;
   context.blas = blas;
   context.global_batch_size = global_batch;
   context.total_steps = c.train.total_steps;

@@ -1,20 +1,18 @@
 // MLP forward. B = batch, D = input features, H = hidden width, K = classes.
 #include "models/mlp.h"
 
-#include "core/precision/autocast.h"
-
 namespace mpt::models {
 
-MlpImpl::MlpImpl(const MlpConfig& config, const precision::Fp32Policy& policy) : config_(config) {
+MlpImpl::MlpImpl(const MlpConfig& config, const precision::ModulePolicy& policy) : config_(config) {
   hidden_ = register_module("hidden", torch::nn::ModuleList());
   int64_t width = config_.in_features;
   for (size_t i = 0; i < config_.hidden_sizes.size(); ++i) {
     hidden_->push_back(torch::nn::Linear(width, config_.hidden_sizes[i]));
-    hidden_fp32_.push_back(policy.keeps_fp32("hidden." + std::to_string(i)));
+    hidden_runners_.push_back(policy.runner("hidden." + std::to_string(i)));
     width = config_.hidden_sizes[i];
   }
   head_ = register_module("head", torch::nn::Linear(width, config_.num_classes));
-  head_fp32_ = policy.keeps_fp32("head");
+  head_runner_ = policy.runner("head");
 }
 
 torch::Tensor MlpImpl::activate(const torch::Tensor& x) const {
@@ -27,11 +25,11 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& inputs) {
   torch::Tensor x = inputs.flatten(1);  // (B, D)
   for (size_t i = 0; i < hidden_->size(); ++i) {
     auto layer = hidden_->ptr<torch::nn::LinearImpl>(i);
-    x = precision::forward_maybe_fp32(hidden_fp32_[i], x, [&](const torch::Tensor& h) { return layer->forward(h); });
+    x = hidden_runners_[i](x, [&](const torch::Tensor& h) { return layer->forward(h); });
     x = activate(x);  // (B, H)
     if (config_.dropout > 0) x = torch::dropout(x, config_.dropout, is_training());
   }
-  return precision::forward_maybe_fp32(head_fp32_, x, [&](const torch::Tensor& h) { return head_->forward(h); });  // (B, K)
+  return head_runner_(x, [&](const torch::Tensor& h) { return head_->forward(h); });  // (B, K)
 }
 
 }  // namespace mpt::models

@@ -20,7 +20,7 @@ struct MlpConfig {
 
 class MlpImpl : public ModelImpl {
  public:
-  MlpImpl(const MlpConfig& config, const precision::Fp32Policy& policy);
+  MlpImpl(const MlpConfig& config, const precision::ModulePolicy& policy);
   torch::Tensor forward(const torch::Tensor& inputs) override;
 
  private:
@@ -29,8 +29,8 @@ class MlpImpl : public ModelImpl {
   MlpConfig config_;
   torch::nn::ModuleList hidden_;
   torch::nn::Linear head_{nullptr};
-  std::vector<bool> hidden_fp32_;
-  bool head_fp32_ = false;
+  std::vector<precision::ModuleRunner> hidden_runners_;
+  precision::ModuleRunner head_runner_;
 };
 
 }  // namespace mpt::models

@@ -5,7 +5,7 @@
 
 namespace mpt::models {
 
-Model build_model(ModelConfig config, const DataShape& shape, const precision::Fp32Policy& policy) {
+Model build_model(ModelConfig config, const DataShape& shape, const precision::ModulePolicy& policy) {
   if (config.name == "mlp") {
     config.mlp.in_features = shape.in_features;
     config.mlp.num_classes = shape.num_classes;

@@ -20,6 +20,6 @@ struct DataShape {
   int64_t num_classes = 0;
 };
 
-Model build_model(ModelConfig config, const DataShape& shape, const precision::Fp32Policy& policy);
+Model build_model(ModelConfig config, const DataShape& shape, const precision::ModulePolicy& policy);
 
 }  // namespace mpt::models

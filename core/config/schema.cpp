@@ -55,6 +55,7 @@ std::vector<KeySpec> build_schema() {
              "mixed resolves to bf16 on a CPU with BF16 and on CUDA >= 8.0, fp16 on CUDA 7.x."),
       list("precision.fp32_modules", KeyType::kStringList, "[head]", 0,
            "Module name patterns kept in FP32 under autocast ('*' matches any run of characters)."),
+      boolean("precision.tf32", "false", "CUDA FP32 runs: allow TF32 Tensor Core math in matmul and cuDNN."),
       choice("precision.loss_scale.mode", "auto", {"auto", "dynamic", "static", "none"},
              "auto: dynamic for fp16, none otherwise. Non-finite gradients always skip the step."),
       real("precision.loss_scale.init", "32768", 0, kInf, "Initial (or static) loss scale (the seed's 2^15).", true),
@@ -103,6 +104,8 @@ std::vector<KeySpec> build_schema() {
       choice("device.type", "auto", {"auto", "cpu", "cuda"}, "auto: cuda when available, else cpu."),
       integer("device.threads", "0", 0, 1024, "Intra-op and BLAS threads (0 = all cores)."),
 
+      boolean("debug.check_numerics", "false",
+              "Check every module's output for Inf/NaN and name the first offender (one sync per module: slow)."),
       list("debug.inject_nonfinite_grad_at", KeyType::kIntList, "[]", 1,
            "Steps at which one gradient is set to +inf after backward, to rehearse overflow handling."),
       text("debug.inject_nonfinite_param", "\"\"",

@@ -23,6 +23,7 @@ ExperimentConfig read_sections(const Spec& spec) {
 
   c.precision.mode = spec.get_string("precision.mode");
   c.precision.fp32_modules = spec.get_string_list("precision.fp32_modules");
+  c.precision.tf32 = spec.get_bool("precision.tf32");
   c.precision.loss_scale.mode = precision::parse_loss_scale_mode(spec.get_string("precision.loss_scale.mode"));
   c.precision.loss_scale.init = spec.get_float("precision.loss_scale.init");
   c.precision.loss_scale.growth_factor = spec.get_float("precision.loss_scale.growth_factor");
@@ -62,6 +63,7 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.train.inject_nonfinite_param = spec.get_string("debug.inject_nonfinite_param");
   c.train.stop_after_steps = spec.get_int("debug.stop_after_steps");
   c.progress = spec.get_string("train.progress");
+  c.check_numerics = spec.get_bool("debug.check_numerics");
   c.checkpoint_keep_last = spec.get_int("checkpoint.keep_last");
 
   c.device = spec.get_string("device.type");

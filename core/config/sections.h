@@ -29,6 +29,7 @@ struct ExperimentConfig {
   int64_t max_steps = 0;
   int64_t checkpoint_keep_last = 3;
   std::string progress = "auto";
+  bool check_numerics = false;
   std::string device = "cpu";
   int64_t threads = 0;
 };

@@ -34,7 +34,8 @@ bool may_differ_on_resume(const std::string& key) {
   static const std::vector<std::string> keys = {
       "experiment.name",       "experiment.output_root", "train.epochs",           "train.max_steps",
       "train.log_every_steps", "train.eval_every_steps", "train.progress",         "checkpoint.every_steps",
-      "checkpoint.keep_last",  "device.threads",         "debug.inject_nonfinite_grad_at", "debug.inject_nonfinite_param", "debug.stop_after_steps"};
+      "checkpoint.keep_last",  "device.threads",         "debug.check_numerics", "debug.inject_nonfinite_grad_at", "debug.inject_nonfinite_param",
+      "debug.stop_after_steps"};
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 

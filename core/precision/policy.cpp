@@ -24,7 +24,7 @@ bool glob_match(const std::string& pattern, const std::string& text) {
   return p == pattern.size();
 }
 
-bool Fp32Policy::keeps_fp32(const std::string& module_name) const {
+bool ModulePolicy::keeps_fp32(const std::string& module_name) const {
   for (const auto& pattern : patterns_)
     if (glob_match(pattern, module_name)) return true;
   return false;

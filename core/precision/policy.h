@@ -1,5 +1,5 @@
-// The precision policy a run trains under: the compute dtype autocast uses, and which modules stay FP32.
-// Models ask the policy by module name; they never pick dtypes themselves.
+// The precision policy a run trains under: the compute dtype autocast uses, which modules stay FP32, and the
+// optional numerics check. Models run each named submodule through a ModuleRunner; they never pick dtypes.
 #pragma once
 
 #include <torch/torch.h>
@@ -7,23 +7,44 @@
 #include <string>
 #include <vector>
 
+#include "core/precision/autocast.h"
 #include "core/precision/loss_scaler.h"
+#include "core/precision/numerics.h"
 
 namespace mpt::precision {
 
 struct PrecisionConfig {
   std::string mode = "fp32";                      // resolved: fp32, mixed_bf16 or mixed_fp16
   std::vector<std::string> fp32_modules{"head"};  // glob patterns over module names
+  bool tf32 = false;                              // CUDA only
   LossScaleConfig loss_scale;
 };
 
-class Fp32Policy {
+// How a model runs one named submodule under the policy: in FP32 when the policy keeps it there, and
+// with its output checked when debug.check_numerics is on.
+struct ModuleRunner {
+  std::string name;
+  bool keep_fp32 = false;
+  NumericsMonitor* monitor = nullptr;
+
+  template <typename Forward>
+  torch::Tensor operator()(const torch::Tensor& x, Forward&& module_forward) const {
+    torch::Tensor out = forward_maybe_fp32(keep_fp32, x, std::forward<Forward>(module_forward));
+    if (monitor) monitor->check(name, x, out);
+    return out;
+  }
+};
+
+class ModulePolicy {
  public:
-  explicit Fp32Policy(std::vector<std::string> patterns = {}) : patterns_(std::move(patterns)) {}
+  explicit ModulePolicy(std::vector<std::string> fp32_patterns = {}, NumericsMonitor* monitor = nullptr)
+      : patterns_(std::move(fp32_patterns)), monitor_(monitor) {}
   bool keeps_fp32(const std::string& module_name) const;
+  ModuleRunner runner(const std::string& module_name) const { return {module_name, keeps_fp32(module_name), monitor_}; }
 
  private:
   std::vector<std::string> patterns_;
+  NumericsMonitor* monitor_;  // not owned; null unless debug.check_numerics
 };
 
 // "mixed_bf16" -> kBFloat16, "mixed_fp16" -> kHalf, "fp32" -> kFloat.

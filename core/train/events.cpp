@@ -29,6 +29,12 @@ void EventLog::scale_change(int64_t step, const precision::ScaleUpdate& update, 
   else logger_->info("step {}: loss scale growth {:g} -> {:g}", step, update.old_scale, update.new_scale);
 }
 
+void EventLog::nonfinite_activation(int64_t step, const precision::NonfiniteActivation& activation) {
+  record({{"step", step}, {"kind", "nonfinite_activation"}, {"module", activation.module}, {"dtype", activation.dtype},
+          {"input_min", activation.input_min}, {"input_max", activation.input_max}});
+  logger_->warn("step {}: {}", step, precision::describe(activation));
+}
+
 void EventLog::checkpoint_saved(int64_t step, const std::string& path) {
   record({{"step", step}, {"kind", "checkpoint"}, {"path", path}});
   logger_->info("step {}: checkpoint {}", step, path);

@@ -10,6 +10,7 @@
 #include "core/io/files.h"
 #include "core/precision/diagnosis.h"
 #include "core/precision/loss_scaler.h"
+#include "core/precision/numerics.h"
 
 namespace mpt::train {
 
@@ -21,6 +22,7 @@ class EventLog {
   void skipped_step(int64_t step, double scale, int64_t skipped_so_far, const std::string& reason,
                     const std::vector<precision::NonfiniteGrad>& culprits);
   void scale_change(int64_t step, const precision::ScaleUpdate& update, int64_t skipped_so_far);
+  void nonfinite_activation(int64_t step, const precision::NonfiniteActivation& activation);
   void checkpoint_saved(int64_t step, const std::string& path);
   void checkpoint_rejected(const std::string& path, const std::string& why);
   void resumed(int64_t step, const std::string& path);

@@ -28,6 +28,7 @@ nlohmann::json make_summary(const TrainResult& result, const RunContext& context
       {"wall_time_sec", context.wall_time_sec},
       {"precision", context.precision_mode},
       {"device", context.device},
+      {"tf32", context.tf32},
       {"threads", context.threads},
       {"blas", context.blas},
       {"versions", {{"mpt", kVersion}, {"git", kGitHash}, {"libtorch", TORCH_VERSION}}},

@@ -16,6 +16,7 @@ struct RunContext {
   std::string loss_scale_mode;
   std::string device;
   int threads = 1;
+  bool tf32 = false;
   std::string blas;
   double wall_time_sec = 0.0;
   int64_t peak_memory_bytes = 0;

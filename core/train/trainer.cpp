@@ -29,7 +29,7 @@ double percentile(std::vector<double> values, double q) {
 Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model model,
                  std::unique_ptr<torch::optim::Optimizer> optimizer, precision::LossScaler scaler,
                  torch::ScalarType compute_dtype, torch::Device device, data::BatchLoader& train_loader,
-                 const data::Dataset& test_set, RunSinks sinks)
+                 const data::Dataset& test_set, RunSinks sinks, precision::NumericsMonitor* numerics)
     : config_(std::move(config)),
       schedule_(schedule),
       model_(std::move(model)),
@@ -40,7 +40,8 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
       train_loader_(train_loader),
       test_set_(test_set),
       sinks_(sinks),
-      parameters_(model_->parameters()) {
+      parameters_(model_->parameters()),
+      numerics_(numerics) {
   const auto named = model_->named_parameters();
   const std::string& target = config_.inject_nonfinite_param;
   if (!config_.inject_nonfinite_grad_at.empty()) {
@@ -82,6 +83,12 @@ bool Trainer::step_once() {
     {
       precision::AutocastScope autocast(device_.type(), compute_dtype_);
       logits = model_->forward(inputs);  // (B, K), compute dtype except the FP32 islands
+    }
+    if (numerics_) {
+      if (auto activation = numerics_->take()) {
+        sinks_.events.nonfinite_activation(step, *activation);
+        last_activation_ = activation;
+      }
     }
     logits = logits.to(torch::kFloat);
     torch::Tensor loss = torch::nn::functional::cross_entropy(logits, targets);  // FP32, mean over B
@@ -202,6 +209,7 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
           "FP32 (precision.fp32_modules), lowering the learning rate or clipping gradients can help",
           scaler_.collapsed() ? "the loss scale collapsed to its floor" : "every step overflows",
           consecutive_skips_, scaler_.scale(), precision::describe(last_culprits_));
+      if (last_activation_) result_.diagnosis += "; first non-finite activation: " + precision::describe(*last_activation_);
       sinks_.events.diverged(state_.step, result_.diagnosis);
       break;
     }

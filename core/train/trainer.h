@@ -18,6 +18,7 @@
 #include "core/io/log.h"
 #include "core/precision/diagnosis.h"
 #include "core/precision/loss_scaler.h"
+#include "core/precision/numerics.h"
 #include "core/train/evaluate.h"
 #include "core/train/events.h"
 #include "core/train/schedule.h"
@@ -69,7 +70,7 @@ class Trainer {
   Trainer(TrainConfig config, ScheduleConfig schedule, models::Model model,
           std::unique_ptr<torch::optim::Optimizer> optimizer, precision::LossScaler scaler,
           torch::ScalarType compute_dtype, torch::Device device, data::BatchLoader& train_loader,
-          const data::Dataset& test_set, RunSinks sinks);
+          const data::Dataset& test_set, RunSinks sinks, precision::NumericsMonitor* numerics = nullptr);
 
   void resume(const std::string& checkpoint_path);
   int64_t step() const { return state_.step; }
@@ -97,6 +98,8 @@ class Trainer {
   std::vector<torch::Tensor> parameters_;
   torch::Tensor inject_target_;
   std::vector<precision::NonfiniteGrad> last_culprits_;
+  precision::NumericsMonitor* numerics_;  // debug.check_numerics; null when off
+  std::optional<precision::NonfiniteActivation> last_activation_;
 
   io::TrainingState state_;
   TrainResult result_;

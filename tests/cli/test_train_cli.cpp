@@ -109,6 +109,18 @@ TEST_CASE("an overflow during gradient accumulation skips exactly one optimizer 
   CHECK_THAT(typo.output, Catch::Contains("no such parameter; it has hidden.0.weight"));
 }
 
+TEST_CASE("check_numerics on a healthy run reports nothing and still trains", "[fast][cli]") {
+  const std::string dir = scratch_dir("cli-numerics");
+  CommandResult run = run_mpt({"train", kMixed, "train.max_steps=20", "data.train_limit=2048", "data.test_limit=500",
+                               "debug.check_numerics=true", "--run-dir", dir});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  for (const auto& e : read_jsonl(dir + "/events.jsonl")) CHECK(e["kind"] != "nonfinite_activation");
+  nlohmann::json summary = read_json(dir + "/summary.json");
+  CHECK(summary["tf32"] == false);  // a CUDA switch: never on for a CPU run
+  CHECK(summary["eval"]["accuracy"].get<double>() > 0.5);
+}
+
 TEST_CASE("bad input is a one-line error with exit code 2", "[fast][cli]") {
   const std::string dir = scratch_dir("cli-bad");
   CommandResult unknown = run_mpt({"train", kFp32, "optimizer.lr=fast", "optimizer.learning_rate=1", "--run-dir", dir});
