@@ -48,8 +48,8 @@ int run_train(const TrainOptions& options) {
   const int threads = hardware::configure_threads(static_cast<int>(c.threads));
   const torch::Device device(c.device == "cuda" ? torch::kCUDA : torch::kCPU);
   const std::string blas = hardware::blas_description();
-  logger->info("device {} | {} threads | BLAS {} | precision {} | loss scale {}", c.device, threads, blas,
-               c.precision.mode, precision::loss_scale_mode_name(c.precision.loss_scale.mode));
+  logger->info("device {} | {} threads | BLAS {} | precision {} ({}) | loss scale {}", c.device, threads, blas,
+               c.precision.mode, c.precision.strategy, precision::loss_scale_mode_name(c.precision.loss_scale.mode));
   const bool tf32 = device.is_cuda() && c.precision.tf32;
   at::globalContext().setAllowTF32CuBLAS(tf32);  // set both ways: LibTorch's defaults changed across versions
   at::globalContext().setAllowTF32CuDNN(tf32);
@@ -66,6 +66,11 @@ int run_train(const TrainOptions& options) {
   const precision::ModulePolicy policy(c.precision.fp32_modules, c.check_numerics ? &numerics : nullptr);
   models::Model model = models::build_model(c.model, shape, policy);
   model->to(device);
+  const torch::ScalarType compute_dtype = precision::compute_dtype(c.precision.mode);
+  std::unique_ptr<precision::MasterWeights> master_weights;
+  if (c.precision.strategy == "master_weights")
+    master_weights = std::make_unique<precision::MasterWeights>(*model, policy, compute_dtype);
+  const auto fp32_weights = master_weights ? master_weights->masters().values() : model->parameters();
 
   const int64_t per_epoch = steps_per_epoch(train_loader.batches_per_epoch(), c.train.grad_accum_steps);
   const int64_t global_batch = c.data.batch_size * c.train.grad_accum_steps;
@@ -83,10 +88,11 @@ int run_train(const TrainOptions& options) {
   io::JsonlWriter metrics(run_dir + "/metrics.jsonl");
   io::CheckpointStore checkpoints(run_dir + "/checkpoints", c.checkpoint_keep_last);
   io::Progress progress(c.progress == "bar" || (c.progress == "auto" && io::stderr_is_live_terminal()));
-  train::Trainer trainer(c.train, c.schedule, model, train::build_optimizer(c.optimizer, model->parameters()),
-                         precision::LossScaler(c.precision.loss_scale), precision::compute_dtype(c.precision.mode),
-                         device, train_loader, test_set, train::RunSinks{metrics, events, logger, checkpoints, progress},
-                         c.check_numerics ? &numerics : nullptr);
+  train::PrecisionRuntime runtime{precision::LossScaler(c.precision.loss_scale), compute_dtype, master_weights.get(),
+                                  c.check_numerics ? &numerics : nullptr};
+  train::Trainer trainer(c.train, c.schedule, model, train::build_optimizer(c.optimizer, fp32_weights),
+                         std::move(runtime), device, train_loader, test_set,
+                         train::RunSinks{metrics, events, logger, checkpoints, progress});
   if (plan.resume_from) trainer.resume(*plan.resume_from);
   if (trainer.step() >= c.train.total_steps && std::filesystem::exists(run_dir + "/summary.json")) {
     // Re-running a finished spec must not replace its summary with an empty one: report and keep it.
@@ -103,6 +109,7 @@ int run_train(const TrainOptions& options) {
   train::RunContext context;
   context.name = c.name;
   context.precision_mode = c.precision.mode;
+  context.precision_strategy = c.precision.strategy;
   context.loss_scale_mode = precision::loss_scale_mode_name(c.precision.loss_scale.mode);
   context.device = c.device;
   context.threads = threads;

@@ -50,6 +50,10 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
                        " = mixed_fp16 needs device.type cuda: LibTorch has no FP16 GEMM/conv on CPU; use mixed_bf16");
   }
 
+  if (spec.get_string("precision.strategy") == "master_weights" && mode == "fp32")
+    problems.push_back(at(spec, "precision.strategy") +
+                       " = master_weights keeps FP32 masters of low-precision weights; it needs a mixed precision.mode");
+
   if (spec.get_string("precision.loss_scale.mode") == "auto") {
     const bool fp16 = mode == "mixed_fp16";
     spec.set("precision.loss_scale.mode", YAML::Node(fp16 ? "dynamic" : "none"),

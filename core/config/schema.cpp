@@ -53,6 +53,9 @@ std::vector<KeySpec> build_schema() {
 
       choice("precision.mode", "fp32", {"fp32", "mixed", "mixed_bf16", "mixed_fp16"},
              "mixed resolves to bf16 on a CPU with BF16 and on CUDA >= 8.0, fp16 on CUDA 7.x."),
+      choice("precision.strategy", "autocast", {"autocast", "master_weights"},
+             "autocast: FP32 weights cast per op (PyTorch AMP, Apex O1); master_weights: BF16/FP16 weights in the "
+             "model, FP32 masters in the optimizer (Apex O2)."),
       list("precision.fp32_modules", KeyType::kStringList, "[head]", 0,
            "Module name patterns kept in FP32 under autocast ('*' matches any run of characters)."),
       boolean("precision.tf32", "false", "CUDA FP32 runs: allow TF32 Tensor Core math in matmul and cuDNN."),

@@ -24,6 +24,7 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.precision.mode = spec.get_string("precision.mode");
   c.precision.fp32_modules = spec.get_string_list("precision.fp32_modules");
   c.precision.tf32 = spec.get_bool("precision.tf32");
+  c.precision.strategy = spec.get_string("precision.strategy");
   c.precision.loss_scale.mode = precision::parse_loss_scale_mode(spec.get_string("precision.loss_scale.mode"));
   c.precision.loss_scale.init = spec.get_float("precision.loss_scale.init");
   c.precision.loss_scale.growth_factor = spec.get_float("precision.loss_scale.growth_factor");

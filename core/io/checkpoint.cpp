@@ -69,11 +69,13 @@ double read_double(torch::serialize::InputArchive& archive, const std::string& k
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+ModelTensors tensors_of(torch::nn::Module& model) { return {model.named_parameters(), model.named_buffers()}; }
+
+void save_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer,
                      const TrainingState& state) {
   torch::serialize::OutputArchive archive;
-  for (const auto& item : model.named_parameters()) archive.write("model." + item.key(), item.value().detach().cpu());
-  for (const auto& item : model.named_buffers()) archive.write("model." + item.key(), item.value().cpu(), true);
+  for (const auto& item : model.parameters) archive.write("model." + item.key(), item.value().detach().cpu());
+  for (const auto& item : model.buffers) archive.write("model." + item.key(), item.value().cpu(), true);
   torch::serialize::OutputArchive optimizer_archive;
   optimizer.save(optimizer_archive);
   archive.write("optimizer", optimizer_archive);
@@ -114,7 +116,7 @@ std::string verify_checkpoint(const std::string& path) {
   return check_container(bytes, &payload_size);
 }
 
-TrainingState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer) {
   const std::string bytes = read_file(path);
   size_t payload_size = 0;
   if (std::string problem = check_container(bytes, &payload_size); !problem.empty()) throw Error(path + ": " + problem);
@@ -123,7 +125,7 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& model,
   try {
     archive.load_from(bytes.data() + kHeaderBytes, payload_size);
     torch::NoGradGuard no_grad;
-    auto restore = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
+    auto restore = [&](const std::string& name, torch::Tensor target, bool is_buffer) {
       torch::Tensor saved;
       if (!archive.try_read("model." + name, saved, is_buffer))
         throw Error(path + ": has no tensor '" + name + "'; was it written for a different model?");
@@ -132,8 +134,8 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& model,
                     c10::str(target.sizes()) + " (a different model spec?)");
       target.copy_(saved);
     };
-    for (auto& item : model.named_parameters()) restore(item.key(), item.value(), false);
-    for (auto& item : model.named_buffers()) restore(item.key(), item.value(), true);
+    for (const auto& item : model.parameters) restore(item.key(), item.value(), false);
+    for (const auto& item : model.buffers) restore(item.key(), item.value(), true);
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
@@ -166,7 +168,7 @@ std::string CheckpointStore::path_for(int64_t step) const {
   return folder_ + "/" + name;
 }
 
-std::string CheckpointStore::save(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+std::string CheckpointStore::save(const ModelTensors& model, torch::optim::Optimizer& optimizer,
                                   const TrainingState& state) {
   const std::string path = path_for(state.step);
   save_checkpoint(path, model, optimizer, state);

@@ -24,12 +24,20 @@ struct TrainingState {
   torch::Tensor rng_state;    // torch's default CPU generator (dropout, init)
 };
 
-void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+// The weights a checkpoint holds: FP32 parameters (the masters under master_weights) and the model's buffers.
+struct ModelTensors {
+  torch::OrderedDict<std::string, torch::Tensor> parameters;
+  torch::OrderedDict<std::string, torch::Tensor> buffers;
+};
+
+ModelTensors tensors_of(torch::nn::Module& model);
+
+void save_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer,
                      const TrainingState& state);
 
-// Loads into `model` (shapes must match) and `optimizer`; throws mpt::Error naming the file, and the byte
-// offset or tensor that is wrong.
-TrainingState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+// Loads into `model`'s tensors (names and shapes must match) and `optimizer`; throws mpt::Error naming the
+// file, and the byte offset or tensor that is wrong.
+TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer);
 
 // Checks the container (magic, version, length, CRC, trailer) without loading; "" when sound, else why not.
 std::string verify_checkpoint(const std::string& path);
@@ -40,7 +48,7 @@ class CheckpointStore {
   CheckpointStore(std::string folder, int64_t keep_last);
 
   std::string path_for(int64_t step) const;
-  std::string save(torch::nn::Module& model, torch::optim::Optimizer& optimizer, const TrainingState& state);
+  std::string save(const ModelTensors& model, torch::optim::Optimizer& optimizer, const TrainingState& state);
 
   // The newest checkpoint that verifies; each rejected one is reported through `on_rejected(path, why)`.
   std::optional<std::string> latest_valid(const std::function<void(const std::string&, const std::string&)>& on_rejected) const;

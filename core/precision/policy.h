@@ -15,6 +15,7 @@ namespace mpt::precision {
 
 struct PrecisionConfig {
   std::string mode = "fp32";                      // resolved: fp32, mixed_bf16 or mixed_fp16
+  std::string strategy = "autocast";              // autocast | master_weights
   std::vector<std::string> fp32_modules{"head"};  // glob patterns over module names
   bool tf32 = false;                              // CUDA only
   LossScaleConfig loss_scale;

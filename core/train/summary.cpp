@@ -27,6 +27,7 @@ nlohmann::json make_summary(const TrainResult& result, const RunContext& context
       {"peak_memory_bytes", context.peak_memory_bytes},
       {"wall_time_sec", context.wall_time_sec},
       {"precision", context.precision_mode},
+      {"precision_strategy", context.precision_strategy},
       {"device", context.device},
       {"tf32", context.tf32},
       {"threads", context.threads},

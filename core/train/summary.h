@@ -13,6 +13,7 @@ namespace mpt::train {
 struct RunContext {
   std::string name;
   std::string precision_mode;  // resolved
+  std::string precision_strategy;
   std::string loss_scale_mode;
   std::string device;
   int threads = 1;

@@ -27,22 +27,24 @@ double percentile(std::vector<double> values, double q) {
 }  // namespace
 
 Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model model,
-                 std::unique_ptr<torch::optim::Optimizer> optimizer, precision::LossScaler scaler,
-                 torch::ScalarType compute_dtype, torch::Device device, data::BatchLoader& train_loader,
-                 const data::Dataset& test_set, RunSinks sinks, precision::NumericsMonitor* numerics)
+                 std::unique_ptr<torch::optim::Optimizer> optimizer, PrecisionRuntime precision, torch::Device device,
+                 data::BatchLoader& train_loader, const data::Dataset& test_set, RunSinks sinks)
     : config_(std::move(config)),
       schedule_(schedule),
       model_(std::move(model)),
       optimizer_(std::move(optimizer)),
-      scaler_(std::move(scaler)),
-      compute_dtype_(compute_dtype),
+      scaler_(std::move(precision.scaler)),
+      compute_dtype_(precision.compute_dtype),
+      master_weights_(precision.master_weights),
+      numerics_(precision.numerics),
       device_(device),
       train_loader_(train_loader),
       test_set_(test_set),
       sinks_(sinks),
-      parameters_(model_->parameters()),
-      numerics_(numerics) {
-  const auto named = model_->named_parameters();
+      weights_{master_weights_ ? master_weights_->masters() : model_->named_parameters(), model_->named_buffers()},
+      parameters_(weights_.parameters.values()),
+      model_parameters_(model_->parameters()) {
+  const auto& named = weights_.parameters;
   const std::string& target = config_.inject_nonfinite_param;
   if (!config_.inject_nonfinite_grad_at.empty()) {
     if (target.empty()) inject_target_ = parameters_.front();
@@ -59,7 +61,8 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
 }
 
 void Trainer::resume(const std::string& checkpoint_path) {
-  state_ = io::load_checkpoint(checkpoint_path, *model_, *optimizer_);
+  state_ = io::load_checkpoint(checkpoint_path, weights_, *optimizer_);
+  if (master_weights_) master_weights_->masters_to_model();
   scaler_.load_state(state_.scaler);
   train_loader_.seek(state_.data);
   if (state_.rng_state.defined()) {
@@ -72,7 +75,8 @@ void Trainer::resume(const std::string& checkpoint_path) {
 
 bool Trainer::step_once() {
   const int64_t step = state_.step + 1;  // 1-based number of the step being taken
-  for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();  // set_to_none: no zeroing pass
+  for (auto* list : {&model_parameters_, &parameters_})
+    for (auto& p : *list) p.mutable_grad() = torch::Tensor();  // set_to_none: no zeroing pass
   for (int64_t micro = 0; micro < config_.grad_accum_steps; ++micro) {
     const int64_t epoch_before = train_loader_.position().epoch;
     data::Batch batch = train_loader_.next();
@@ -103,6 +107,7 @@ bool Trainer::step_once() {
     close_epoch_if_done(epoch_before);
   }
   ++window_steps_;
+  if (master_weights_) master_weights_->grads_to_masters();
 
   const bool inject = std::count(config_.inject_nonfinite_grad_at.begin(), config_.inject_nonfinite_grad_at.end(), step);
   if (inject) inject_target_.mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
@@ -117,7 +122,7 @@ bool Trainer::step_once() {
   if (found_nonfinite) {
     ++state_.skipped_steps;
     ++consecutive_skips_;
-    last_culprits_ = precision::find_nonfinite_grads(model_->named_parameters(), /*limit=*/3);
+    last_culprits_ = precision::find_nonfinite_grads(weights_.parameters, /*limit=*/3);
     sinks_.events.skipped_step(step, scaler_.scale(), state_.skipped_steps,
                                inject ? "injected non-finite gradient (debug.inject_nonfinite_grad_at)"
                                       : "non-finite gradient",
@@ -128,6 +133,7 @@ bool Trainer::step_once() {
       last_grad_norm_ = torch::nn::utils::clip_grad_norm_(parameters_, config_.grad_clip_norm);
     set_learning_rate(*optimizer_, current_lr_);
     optimizer_->step();
+    if (master_weights_) master_weights_->masters_to_model();
     ++state_.applied_steps;  // the schedule's clock advances only on applied steps
   }
   const precision::ScaleUpdate update = scaler_.update(found_nonfinite);
@@ -183,7 +189,7 @@ void Trainer::evaluate_now() {
 
 void Trainer::save_checkpoint() {
   state_.rng_state = at::detail::getDefaultCPUGenerator().get_state();
-  sinks_.events.checkpoint_saved(state_.step, sinks_.checkpoints.save(*model_, *optimizer_, state_));
+  sinks_.events.checkpoint_saved(state_.step, sinks_.checkpoints.save(weights_, *optimizer_, state_));
 }
 
 TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {

@@ -18,6 +18,7 @@
 #include "core/io/log.h"
 #include "core/precision/diagnosis.h"
 #include "core/precision/loss_scaler.h"
+#include "core/precision/master_weights.h"
 #include "core/precision/numerics.h"
 #include "core/train/evaluate.h"
 #include "core/train/events.h"
@@ -65,12 +66,20 @@ struct RunSinks {
   io::Progress& progress;
 };
 
+// The precision machinery a run trains with; the wiring owns the pointed-to parts.
+struct PrecisionRuntime {
+  precision::LossScaler scaler;
+  torch::ScalarType compute_dtype = torch::kFloat;
+  precision::MasterWeights* master_weights = nullptr;  // the master_weights strategy; null under autocast
+  precision::NumericsMonitor* numerics = nullptr;      // debug.check_numerics; null when off
+};
+
 class Trainer {
  public:
+  // `optimizer` must own the FP32 weights: the model's parameters, or the masters under master_weights.
   Trainer(TrainConfig config, ScheduleConfig schedule, models::Model model,
-          std::unique_ptr<torch::optim::Optimizer> optimizer, precision::LossScaler scaler,
-          torch::ScalarType compute_dtype, torch::Device device, data::BatchLoader& train_loader,
-          const data::Dataset& test_set, RunSinks sinks, precision::NumericsMonitor* numerics = nullptr);
+          std::unique_ptr<torch::optim::Optimizer> optimizer, PrecisionRuntime precision, torch::Device device,
+          data::BatchLoader& train_loader, const data::Dataset& test_set, RunSinks sinks);
 
   void resume(const std::string& checkpoint_path);
   int64_t step() const { return state_.step; }
@@ -91,14 +100,17 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   precision::LossScaler scaler_;
   torch::ScalarType compute_dtype_;
+  precision::MasterWeights* master_weights_;
+  precision::NumericsMonitor* numerics_;
   torch::Device device_;
   data::BatchLoader& train_loader_;
   const data::Dataset& test_set_;
   RunSinks sinks_;
-  std::vector<torch::Tensor> parameters_;
+  io::ModelTensors weights_;              // FP32: what the optimizer updates and checkpoints hold
+  std::vector<torch::Tensor> parameters_;  // weights_.parameters' values
+  std::vector<torch::Tensor> model_parameters_;
   torch::Tensor inject_target_;
   std::vector<precision::NonfiniteGrad> last_culprits_;
-  precision::NumericsMonitor* numerics_;  // debug.check_numerics; null when off
   std::optional<precision::NonfiniteActivation> last_activation_;
 
   io::TrainingState state_;

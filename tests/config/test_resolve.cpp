@@ -59,4 +59,8 @@ TEST_CASE("impossible combinations are spec errors, all at once", "[fast][config
   CHECK_THAT(message, Catch::Contains("train.epochs and train.max_steps are both 0"));
   CHECK_THAT(message, Catch::Contains("data.root = /nonexistent: no such folder"));
   CHECK_THAT(resolve_error({"device.type=cuda"}, kBf16Cpu), Catch::Contains("no CUDA device"));
+  CHECK_THAT(resolve_error({"precision.strategy=master_weights"}, kBf16Cpu),
+             Catch::Contains("needs a mixed precision.mode"));
+  CHECK_THAT(resolve_error({"precision.loss_scale.init=0.5"}, kBf16Cpu),
+             Catch::Contains("between precision.loss_scale.min_scale and max_scale"));
 }

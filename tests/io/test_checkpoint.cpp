@@ -51,10 +51,10 @@ TEST_CASE("a checkpoint restores weights, buffers, optimizer and training state"
   const std::string dir = mpt::testing::scratch_dir("ckpt-roundtrip");
   Fixture a;
   a.train_once();
-  save_checkpoint(dir + "/a.mpt", *a.model, a.optimizer, some_state());
+  save_checkpoint(dir + "/a.mpt", tensors_of(*a.model), a.optimizer, some_state());
 
   Fixture b;
-  TrainingState state = load_checkpoint(dir + "/a.mpt", *b.model, b.optimizer);
+  TrainingState state = load_checkpoint(dir + "/a.mpt", tensors_of(*b.model), b.optimizer);
   CHECK(state.step == 12);
   CHECK(state.applied_steps == 11);
   CHECK(state.data.epoch == 2);
@@ -78,7 +78,7 @@ TEST_CASE("a checkpoint restores weights, buffers, optimizer and training state"
 TEST_CASE("truncated and bit-flipped checkpoints are detected with the offset", "[fast][io]") {
   const std::string dir = mpt::testing::scratch_dir("ckpt-corrupt");
   Fixture f;
-  save_checkpoint(dir + "/good.mpt", *f.model, f.optimizer, some_state());
+  save_checkpoint(dir + "/good.mpt", tensors_of(*f.model), f.optimizer, some_state());
   CHECK(verify_checkpoint(dir + "/good.mpt").empty());
   const auto size = std::filesystem::file_size(dir + "/good.mpt");
 
@@ -90,7 +90,7 @@ TEST_CASE("truncated and bit-flipped checkpoints are detected with the offset", 
   flip_byte(dir + "/flipped.mpt", size / 2);
   CHECK_THAT(verify_checkpoint(dir + "/flipped.mpt"), Catch::Contains("CRC-32 mismatch"));
   Fixture g;
-  CHECK_THROWS_WITH(load_checkpoint(dir + "/flipped.mpt", *g.model, g.optimizer), Catch::Contains("flipped.mpt"));
+  CHECK_THROWS_WITH(load_checkpoint(dir + "/flipped.mpt", tensors_of(*g.model), g.optimizer), Catch::Contains("flipped.mpt"));
 
   std::ofstream(dir + "/text.mpt") << "hello, this is not a checkpoint at all, just words";
   CHECK_THAT(verify_checkpoint(dir + "/text.mpt"), Catch::Contains("byte 0: not an mpt checkpoint"));
@@ -99,10 +99,10 @@ TEST_CASE("truncated and bit-flipped checkpoints are detected with the offset", 
 TEST_CASE("loading into a different model names the mismatching tensor", "[fast][io]") {
   const std::string dir = mpt::testing::scratch_dir("ckpt-shape");
   Fixture f;
-  save_checkpoint(dir + "/a.mpt", *f.model, f.optimizer, some_state());
+  save_checkpoint(dir + "/a.mpt", tensors_of(*f.model), f.optimizer, some_state());
   torch::nn::Sequential other{torch::nn::Linear(5, 3), torch::nn::BatchNorm1d(3)};
   torch::optim::Adam optimizer(other->parameters(), torch::optim::AdamOptions(0.1));
-  CHECK_THROWS_WITH(load_checkpoint(dir + "/a.mpt", *other, optimizer),
+  CHECK_THROWS_WITH(load_checkpoint(dir + "/a.mpt", tensors_of(*other), optimizer),
                     Catch::Contains("tensor '0.weight' has shape [3, 4], the model expects [3, 5]"));
 }
 
@@ -113,7 +113,7 @@ TEST_CASE("the store prunes to keep_last and resumes from the newest valid file"
   TrainingState state = some_state();
   for (int64_t step : {10, 20, 30}) {
     state.step = step;
-    store.save(*f.model, f.optimizer, state);
+    store.save(tensors_of(*f.model), f.optimizer, state);
   }
   CHECK_FALSE(std::filesystem::exists(store.path_for(10)));
   CHECK(std::filesystem::exists(store.path_for(20)));

@@ -48,10 +48,13 @@ TEST_CASE("golden loss: a tiny FP32 and a tiny BF16 run follow their recorded cu
 }
 
 TEST_CASE("resuming at step k gives exactly the losses of an uninterrupted run", "[slow][numerics]") {
-  for (const std::string& spec : {kFp32, kMixed}) {
+  const std::vector<std::pair<std::string, std::string>> variants = {
+      {kFp32, "precision.strategy=autocast"}, {kMixed, "precision.strategy=autocast"},
+      {kMixed, "precision.strategy=master_weights"}};
+  for (const auto& [spec, strategy] : variants) {
     const std::string straight = scratch_dir("resume-straight"), resumed = scratch_dir("resume-resumed");
     const std::vector<std::string> common = {"train.max_steps=60", "checkpoint.every_steps=25", "model.dropout=0.1",
-                                             "schedule.name=cosine", "train.grad_clip_norm=1.0"};
+                                             "schedule.name=cosine", "train.grad_clip_norm=1.0", strategy};
     REQUIRE(run_mpt(tiny(spec, straight, common)).exit_code == 0);
     auto first = common;
     first.push_back("debug.stop_after_steps=37");
@@ -82,4 +85,19 @@ TEST_CASE("k accumulated micro-batches train like one batch of k x B", "[slow][n
   for (size_t i = 0; i < a.size(); ++i) CHECK(b[i].second == Approx(a[i].second).epsilon(1e-4));
   CHECK(read_json(four + "/summary.json")["eval"]["loss"].get<double>() ==
         Approx(read_json(one + "/summary.json")["eval"]["loss"].get<double>()).epsilon(1e-4));
+}
+
+TEST_CASE("autocast and master_weights strategies train to the same loss", "[slow][numerics]") {
+  const std::string autocast = scratch_dir("strategy-autocast"), master = scratch_dir("strategy-master");
+  REQUIRE(run_mpt(tiny(kMixed, autocast, {"train.max_steps=40"})).exit_code == 0);
+  CommandResult run = run_mpt(tiny(kMixed, master, {"train.max_steps=40", "precision.strategy=master_weights"}));
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(read_json(master + "/summary.json")["precision_strategy"] == "master_weights");
+  auto a = metric_series(autocast, "loss"), b = metric_series(master, "loss");
+  REQUIRE(a.size() == b.size());
+  // Both compute with the BF16 rounding of the same FP32 weights; only accumulation order may differ.
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i].second == Approx(a[i].second).epsilon(1e-3));
+  CHECK(read_json(master + "/summary.json")["eval"]["loss"].get<double>() ==
+        Approx(read_json(autocast + "/summary.json")["eval"]["loss"].get<double>()).epsilon(1e-3));
 }

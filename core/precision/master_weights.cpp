@@ -1,0 +1,39 @@
+// FP32 master weights: grads flow model (low precision) -> masters (FP32); values flow masters -> model.
+#include "core/precision/master_weights.h"
+
+namespace mpt::precision {
+
+MasterWeights::MasterWeights(torch::nn::Module& model, const ModulePolicy& policy, torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters()) {
+    const std::string& name = item.key();
+    torch::Tensor& param = item.value();
+    const std::string module = name.substr(0, name.rfind('.'));  // "hidden.0.weight" -> "hidden.0"
+    if (policy.keeps_fp32(module)) {
+      pairs_.push_back({param, param, true});
+      masters_.insert(name, param);
+      continue;
+    }
+    torch::Tensor master = param.detach().clone().to(torch::kFloat);
+    master.set_requires_grad(true);
+    param.set_data(param.data().to(dtype));
+    pairs_.push_back({param, master, false});
+    masters_.insert(name, master);
+  }
+}
+
+void MasterWeights::grads_to_masters() {
+  for (auto& pair : pairs_) {
+    if (pair.shared) continue;
+    const torch::Tensor& grad = pair.model_param.grad();
+    pair.master.mutable_grad() = grad.defined() ? grad.to(torch::kFloat) : torch::Tensor();
+  }
+}
+
+void MasterWeights::masters_to_model() {
+  torch::NoGradGuard no_grad;
+  for (auto& pair : pairs_)
+    if (!pair.shared) pair.model_param.copy_(pair.master);
+}
+
+}  // namespace mpt::precision

@@ -1,0 +1,44 @@
+// The master_weights strategy: low-precision model weights outside the FP32 islands, FP32 masters that the
+// optimizer updates, and the copies between them.
+#include <catch2/catch.hpp>
+
+#include "core/precision/autocast.h"
+#include "core/precision/master_weights.h"
+#include "models/mlp.h"
+
+using namespace mpt::precision;
+
+TEST_CASE("master_weights keeps FP32 masters and BF16 model weights outside the islands", "[fast][precision]") {
+  mpt::models::MlpConfig config;
+  config.in_features = 6;
+  config.hidden_sizes = {5};
+  config.num_classes = 3;
+  auto model = std::make_shared<mpt::models::MlpImpl>(config, ModulePolicy(std::vector<std::string>{"head"}));
+  const torch::Tensor original = model->named_parameters()["hidden.0.weight"].detach().clone();
+  MasterWeights master(*model, ModulePolicy(std::vector<std::string>{"head"}), torch::kBFloat16);
+
+  auto params = model->named_parameters();
+  CHECK(params["hidden.0.weight"].dtype() == torch::kBFloat16);
+  CHECK(params["head.weight"].dtype() == torch::kFloat);  // an island keeps FP32 and is its own master
+  CHECK(master.masters()["head.weight"].is_same(params["head.weight"]));
+  for (const auto& item : master.masters()) CHECK(item.value().dtype() == torch::kFloat);
+  CHECK(master.masters()["hidden.0.weight"].equal(original));  // the master is the exact FP32 value
+
+  // Gradients flow to the masters in FP32; updated masters flow back, rounded to BF16.
+  torch::Tensor logits;
+  {
+    AutocastScope autocast(torch::kCPU, torch::kBFloat16);  // master_weights always runs under autocast
+    logits = model->forward(torch::randn({4, 6}));
+  }
+  logits.to(torch::kFloat).sum().backward();
+  master.grads_to_masters();
+  const torch::Tensor& grad = master.masters()["hidden.0.weight"].grad();
+  REQUIRE(grad.defined());
+  CHECK(grad.dtype() == torch::kFloat);
+  {
+    torch::NoGradGuard no_grad;
+    master.masters()["hidden.0.weight"].add_(0.5);
+  }
+  master.masters_to_model();
+  CHECK(params["hidden.0.weight"].equal((original + 0.5).to(torch::kBFloat16)));
+}
