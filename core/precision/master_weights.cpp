@@ -25,8 +25,9 @@ MasterWeights::MasterWeights(torch::nn::Module& model, const ModulePolicy& polic
 void MasterWeights::grads_to_masters() {
   for (auto& pair : pairs_) {
     if (pair.shared) continue;
-    const torch::Tensor& grad = pair.model_param.grad();
+    torch::Tensor& grad = pair.model_param.mutable_grad();
     pair.master.mutable_grad() = grad.defined() ? grad.to(torch::kFloat) : torch::Tensor();
+    grad = torch::Tensor();  // free the low-precision copy at once: only one tensor's worth is ever doubled
   }
 }
 
