@@ -73,7 +73,7 @@ void Trainer::resume(const std::string& checkpoint_path) {
   sinks_.events.resumed(state_.step, checkpoint_path);
 }
 
-bool Trainer::step_once() {
+void Trainer::step_once() {
   const int64_t step = state_.step + 1;  // 1-based number of the step being taken
   for (auto* list : {&model_parameters_, &parameters_})
     for (auto& p : *list) p.mutable_grad() = torch::Tensor();  // set_to_none: no zeroing pass
@@ -140,7 +140,6 @@ bool Trainer::step_once() {
   if (update.change != precision::ScaleChange::kNone) sinks_.events.scale_change(step, update, state_.skipped_steps);
   state_.scaler = scaler_.state();
   state_.data = train_loader_.position();
-  return !found_nonfinite;
 }
 
 void Trainer::close_epoch_if_done(int64_t epoch_before) {

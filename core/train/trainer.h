@@ -86,8 +86,8 @@ class Trainer {
   TrainResult run(const std::atomic<bool>& stop_requested);
 
  private:
-  // Runs one optimizer step; returns true when it was applied, false when skipped.
-  bool step_once();
+  // Runs one optimizer step: applied, or skipped on non-finite gradients.
+  void step_once();
   void log_window(double window_seconds);
   io::ProgressLine progress_line() const;
   void evaluate_now();
