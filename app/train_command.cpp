@@ -86,13 +86,14 @@ int run_train(const TrainOptions& options) {
                  c.base_batch_size, scaled.lr, scaled.warmup_steps);
 
   io::JsonlWriter metrics(run_dir + "/metrics.jsonl");
+  io::TensorBoardWriter tensorboard(run_dir);  // a new file per invocation: TensorBoard merges them
   io::CheckpointStore checkpoints(run_dir + "/checkpoints", c.checkpoint_keep_last);
   io::Progress progress(c.progress == "bar" || (c.progress == "auto" && io::stderr_is_live_terminal()));
   train::PrecisionRuntime runtime{precision::LossScaler(c.precision.loss_scale), compute_dtype, master_weights.get(),
                                   c.check_numerics ? &numerics : nullptr};
   train::Trainer trainer(c.train, c.schedule, model, train::build_optimizer(c.optimizer, fp32_weights),
                          std::move(runtime), device, train_loader, test_set,
-                         train::RunSinks{metrics, events, logger, checkpoints, progress});
+                         train::RunSinks{metrics, events, logger, checkpoints, progress, tensorboard});
   if (plan.resume_from) trainer.resume(*plan.resume_from);
   if (trainer.step() >= c.train.total_steps && std::filesystem::exists(run_dir + "/summary.json")) {
     // Re-running a finished spec must not replace its summary with an empty one: report and keep it.

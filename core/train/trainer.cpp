@@ -137,7 +137,11 @@ void Trainer::step_once() {
     ++state_.applied_steps;  // the schedule's clock advances only on applied steps
   }
   const precision::ScaleUpdate update = scaler_.update(found_nonfinite);
-  if (update.change != precision::ScaleChange::kNone) sinks_.events.scale_change(step, update, state_.skipped_steps);
+  if (update.change != precision::ScaleChange::kNone) {
+    sinks_.events.scale_change(step, update, state_.skipped_steps);
+    const bool backoff = update.change == precision::ScaleChange::kBackoff;
+    sinks_.tensorboard.scalar(backoff ? "loss_scale/backoff" : "loss_scale/growth", step, update.new_scale);
+  }
   state_.scaler = scaler_.state();
   state_.data = train_loader_.position();
 }
@@ -163,6 +167,8 @@ void Trainer::log_window(double window_seconds) {
                          {"samples_per_sec", window_samples_ / std::max(window_seconds, 1e-9)}};
   if (last_grad_norm_) line["grad_norm"] = *last_grad_norm_;
   sinks_.metrics.write(line);
+  for (const char* key : {"loss", "accuracy", "lr", "loss_scale", "skipped_steps", "samples_per_sec", "grad_norm"})
+    if (line.contains(key)) sinks_.tensorboard.scalar(std::string("train/") + key, state_.step, line[key].get<double>());
   last_loss_ = loss;
   seconds_per_step_ = window_seconds / window_steps_;
   samples_per_sec_ = window_samples_ / std::max(window_seconds, 1e-9);
@@ -182,6 +188,8 @@ void Trainer::evaluate_now() {
   sinks_.metrics.write({{"kind", "eval"},
                         {"step", state_.step},
                         {"eval", {{"loss", metrics.loss}, {"accuracy", metrics.accuracy}, {"samples", metrics.samples}}}});
+  sinks_.tensorboard.scalar("eval/loss", state_.step, metrics.loss);
+  sinks_.tensorboard.scalar("eval/accuracy", state_.step, metrics.accuracy);
   sinks_.logger->info("step {}: eval loss {:.4f} accuracy {:.4f} ({} samples)", state_.step, metrics.loss,
                       metrics.accuracy, metrics.samples);
 }

@@ -16,6 +16,7 @@
 #include "core/io/checkpoint.h"
 #include "core/io/files.h"
 #include "core/io/log.h"
+#include "core/io/tensorboard.h"
 #include "core/precision/diagnosis.h"
 #include "core/precision/loss_scaler.h"
 #include "core/precision/master_weights.h"
@@ -64,6 +65,7 @@ struct RunSinks {
   std::shared_ptr<spdlog::logger> logger;
   io::CheckpointStore& checkpoints;
   io::Progress& progress;
+  io::TensorBoardWriter& tensorboard;
 };
 
 // The precision machinery a run trains with; the wiring owns the pointed-to parts.

@@ -25,6 +25,11 @@ TEST_CASE("a mixed run with injected overflows backs off, skips, and does not ad
   REQUIRE(run.exit_code == 0);
   for (const char* file : {"config.yaml", "train.log", "metrics.jsonl", "events.jsonl", "summary.json"})
     CHECK(std::filesystem::exists(dir + "/" + file));
+  int event_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      event_files += std::filesystem::file_size(entry.path()) > 300 * 7 * 30;  // 300 steps x 7 scalars x ~40 B
+  CHECK(event_files == 1);
 
   nlohmann::json summary = read_json(dir + "/summary.json");
   CHECK(summary["status"] == "completed");
