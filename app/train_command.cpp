@@ -61,7 +61,7 @@ int run_train(const TrainOptions& options) {
   logger->info("data {}: {} train / {} test samples, {} batches of {} per epoch", c.data.name, train_set.size(),
                test_set.size(), train_loader.batches_per_epoch(), c.data.batch_size);
 
-  const models::DataShape shape{train_set.images[0].numel(), train_set.num_classes};
+  const models::DataShape shape{train_set.images.size(1), train_set.images[0].numel(), train_set.num_classes};
   precision::NumericsMonitor numerics;
   const precision::ModulePolicy policy(c.precision.fp32_modules, c.check_numerics ? &numerics : nullptr);
   models::Model model = models::build_model(c.model, shape, policy);

@@ -5,18 +5,21 @@
 
 #include "core/precision/policy.h"
 #include "models/mlp.h"
+#include "models/resnet.h"
 #include "models/model.h"
 
 namespace mpt::models {
 
 struct ModelConfig {
-  std::string name = "mlp";
+  std::string name = "mlp";  // mlp | resnet18 | resnet34 | resnet50 | resnet101 | resnet152
   MlpConfig mlp;
+  ResNetConfig resnet;  // depth, in_channels and num_classes are filled in by build_model
 };
 
 // Shapes a model needs from the data: set by the command wiring from the dataset it loaded.
 struct DataShape {
-  int64_t in_features = 0;
+  int64_t channels = 0;
+  int64_t in_features = 0;  // C x H x W
   int64_t num_classes = 0;
 };
 

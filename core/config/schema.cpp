@@ -38,10 +38,13 @@ std::vector<KeySpec> build_schema() {
       integer("experiment.seed", "0", 0, 4294967295.0, "Seeds weights, dropout and the data order."),
       text("experiment.output_root", "runs", "Run directories go to OUTPUT_ROOT/NAME unless --run-dir is given."),
 
-      choice("model.name", "mlp", {"mlp"}, "Model family from the registry."),
+      choice("model.name", "mlp", {"mlp", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"},
+             "Model from the registry (ResNets follow torchvision's v1.5 architecture and names)."),
       list("model.hidden_sizes", KeyType::kIntList, "[512]", 1, "MLP hidden layer widths, input to output."),
       choice("model.activation", "relu", {"relu", "gelu", "tanh"}, "MLP hidden activation."),
-      real("model.dropout", "0.0", 0, 1, "Dropout after each hidden layer.", false, true),
+      real("model.dropout", "0.0", 0, 1, "MLP dropout after each hidden layer.", false, true),
+      boolean("model.small_input", "false", "ResNet: 3x3 stride-1 stem without max-pool, for 28-32 px images."),
+      boolean("model.zero_init_residual", "false", "ResNet: zero the last norm of each block (blocks start as identity)."),
 
       choice("data.name", "fashion_mnist", {"fashion_mnist"}, "Dataset."),
       text("data.root", "/usr/share/datasets/fashion-mnist",
@@ -56,8 +59,9 @@ std::vector<KeySpec> build_schema() {
       choice("precision.strategy", "autocast", {"autocast", "master_weights"},
              "autocast: FP32 weights cast per op (PyTorch AMP, Apex O1); master_weights: BF16/FP16 weights in the "
              "model, FP32 masters in the optimizer (Apex O2)."),
-      list("precision.fp32_modules", KeyType::kStringList, "[head]", 0,
-           "Module name patterns kept in FP32 under autocast ('*' matches any run of characters)."),
+      list("precision.fp32_modules", KeyType::kStringList, "[head, fc, '*bn*', '*downsample.1']", 0,
+           "Module name patterns kept in FP32 under autocast ('*' matches any run of characters): by default the "
+           "output layer and the norms."),
       boolean("precision.tf32", "false", "CUDA FP32 runs: allow TF32 Tensor Core math in matmul and cuDNN."),
       choice("precision.loss_scale.mode", "auto", {"auto", "dynamic", "static", "none"},
              "auto: dynamic for fp16, none otherwise. Non-finite gradients always skip the step."),

@@ -13,6 +13,8 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.model.mlp.hidden_sizes = spec.get_int_list("model.hidden_sizes");
   c.model.mlp.activation = spec.get_string("model.activation");
   c.model.mlp.dropout = spec.get_float("model.dropout");
+  c.model.resnet.small_input = spec.get_bool("model.small_input");
+  c.model.resnet.zero_init_residual = spec.get_bool("model.zero_init_residual");
 
   c.data.name = spec.get_string("data.name");
   c.data.root = spec.get_string("data.root");

@@ -1,0 +1,116 @@
+// ResNet forward. B = batch, C = channels, H x W = spatial size, K = classes.
+#include "models/resnet.h"
+
+#include "core/common/error.h"
+
+namespace mpt::models {
+namespace {
+
+constexpr int64_t kExpansion = 4;  // Bottleneck output channels = planes x 4
+
+struct Layout {
+  bool bottleneck;
+  std::array<int64_t, 4> blocks;
+};
+
+Layout layout_for(int depth) {
+  switch (depth) {
+    case 18: return {false, {2, 2, 2, 2}};
+    case 34: return {false, {3, 4, 6, 3}};
+    case 50: return {true, {3, 4, 6, 3}};
+    case 101: return {true, {3, 4, 23, 3}};
+    case 152: return {true, {3, 8, 36, 3}};
+  }
+  throw UsageError("model: ResNet depth " + std::to_string(depth) + " is not one of 18, 34, 50, 101, 152");
+}
+
+torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+}  // namespace
+
+ResidualBlockImpl::ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t planes, int64_t stride,
+                                     const precision::ModulePolicy& policy, const std::string& prefix) {
+  // v1.5: the stride sits on the 3x3 conv (conv2 of a Bottleneck, conv1 of a BasicBlock).
+  const int64_t out_planes = bottleneck ? planes * kExpansion : planes;
+  if (bottleneck) {
+    convs_ = {conv(in_planes, planes, /*kernel=*/1, /*stride=*/1), conv(planes, planes, 3, stride),
+              conv(planes, out_planes, 1, 1)};
+  } else {
+    convs_ = {conv(in_planes, planes, 3, stride), conv(planes, planes, 3, 1)};
+  }
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    const std::string index = std::to_string(i + 1);
+    register_module("conv" + index, convs_[i]);
+    norms_.push_back(register_module("bn" + index, torch::nn::BatchNorm2d(convs_[i]->options.out_channels())));
+    norm_runners_.push_back(policy.runner(prefix + ".bn" + index));
+  }
+  if (stride != 1 || in_planes != out_planes) {
+    downsample_ = register_module(
+        "downsample", torch::nn::Sequential(conv(in_planes, out_planes, 1, stride), torch::nn::BatchNorm2d(out_planes)));
+    downsample_runner_ = policy.runner(prefix + ".downsample.1");
+  }
+}
+
+torch::Tensor ResidualBlockImpl::forward(const torch::Tensor& x) {
+  torch::Tensor out = x;  // (B, C_in, H, W)
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    out = convs_[i]->forward(out);
+    out = norm_runners_[i](out, [&](const torch::Tensor& h) { return norms_[i]->forward(h); });
+    if (i + 1 < convs_.size()) out = torch::relu(out);
+  }
+  torch::Tensor identity = x;
+  if (downsample_) {
+    identity = (*downsample_)[0]->as<torch::nn::Conv2d>()->forward(x);
+    identity = downsample_runner_(identity, [&](const torch::Tensor& h) {
+      return (*downsample_)[1]->as<torch::nn::BatchNorm2d>()->forward(h);
+    });
+  }
+  return torch::relu(out + identity);  // (B, C_out, H / stride, W / stride)
+}
+
+ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy) : config_(config) {
+  const Layout layout = layout_for(config_.depth);
+  conv1_ = register_module("conv1", config_.small_input ? conv(config_.in_channels, 64, 3, 1)
+                                                        : conv(config_.in_channels, 64, 7, 2));
+  bn1_ = register_module("bn1", torch::nn::BatchNorm2d(64));
+  bn1_runner_ = policy.runner("bn1");
+  int64_t in_planes = 64;
+  for (int stage = 0; stage < 4; ++stage) {
+    const std::string name = "layer" + std::to_string(stage + 1);
+    const int64_t planes = 64 << stage;
+    torch::nn::ModuleList blocks;
+    for (int64_t b = 0; b < layout.blocks[stage]; ++b) {
+      const int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
+      blocks->push_back(ResidualBlock(layout.bottleneck, in_planes, planes, stride, policy,
+                                      name + "." + std::to_string(b)));
+      in_planes = layout.bottleneck ? planes * kExpansion : planes;
+    }
+    layers_.push_back(register_module(name, blocks));
+  }
+  fc_ = register_module("fc", torch::nn::Linear(in_planes, config_.num_classes));
+  fc_runner_ = policy.runner("fc");
+
+  torch::NoGradGuard no_grad;
+  for (auto& module : modules(/*include_self=*/false)) {
+    if (auto* c = module->as<torch::nn::Conv2d>())
+      torch::nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+  }
+  if (config_.zero_init_residual)
+    for (auto& layer : layers_)
+      for (auto& block : *layer) block->as<ResidualBlockImpl>()->last_norm()->weight.zero_();
+}
+
+torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
+  torch::Tensor x = conv1_->forward(inputs);  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
+  x = torch::relu(bn1_runner_(x, [&](const torch::Tensor& h) { return bn1_->forward(h); }));
+  if (!config_.small_input) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);  // H/4
+  for (auto& layer : layers_)
+    for (auto& block : *layer) x = block->as<ResidualBlockImpl>()->forward(x);  // (B, C, H/32, W/32) at the end
+  x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);  // (B, C)
+  return fc_runner_(x, [&](const torch::Tensor& h) { return fc_->forward(h); });  // (B, K)
+}
+
+}  // namespace mpt::models

@@ -1,0 +1,53 @@
+// ResNet family (18/34/50/101/152), torchvision's v1.5 architecture (stride on the 3x3 conv) with its
+// state-dict names, so weights move between mpt and torchvision users unchanged. An optional small-input stem
+// (3x3 stride-1 conv, no max-pool) suits 28-32 px images. Norm layers run through the precision policy.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/precision/policy.h"
+#include "models/model.h"
+
+namespace mpt::models {
+
+struct ResNetConfig {
+  int depth = 50;  // 18, 34, 50, 101 or 152
+  int64_t in_channels = 3;
+  int64_t num_classes = 1000;
+  bool small_input = false;         // CIFAR-style stem for 28-32 px inputs
+  bool zero_init_residual = false;  // start each block as identity (Goyal et al.)
+};
+
+// A residual block: BasicBlock (two 3x3) for depth 18/34, Bottleneck (1x1, 3x3, 1x1) for 50 and up.
+class ResidualBlockImpl : public torch::nn::Module {
+ public:
+  ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t planes, int64_t stride,
+                    const precision::ModulePolicy& policy, const std::string& prefix);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::BatchNorm2d last_norm() const { return norms_.back(); }
+
+ private:
+  std::vector<torch::nn::Conv2d> convs_;
+  std::vector<torch::nn::BatchNorm2d> norms_;
+  std::vector<precision::ModuleRunner> norm_runners_;
+  torch::nn::Sequential downsample_{nullptr};
+  precision::ModuleRunner downsample_runner_;
+};
+TORCH_MODULE(ResidualBlock);
+
+class ResNetImpl : public ModelImpl {
+ public:
+  ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy);
+  torch::Tensor forward(const torch::Tensor& inputs) override;
+
+ private:
+  ResNetConfig config_;
+  torch::nn::Conv2d conv1_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr};
+  std::vector<torch::nn::ModuleList> layers_;
+  torch::nn::Linear fc_{nullptr};
+  precision::ModuleRunner bn1_runner_, fc_runner_;
+};
+
+}  // namespace mpt::models

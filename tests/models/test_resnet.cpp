@@ -1,0 +1,70 @@
+// ResNet: torchvision's exact parameter counts and state-dict names, shapes, and norms in FP32 under BF16.
+#include <catch2/catch.hpp>
+
+#include "core/precision/autocast.h"
+#include "models/registry.h"
+
+using namespace mpt::models;
+
+namespace {
+
+int64_t parameter_count(torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+Model resnet(const std::string& name, int64_t channels, int64_t classes, bool small = false,
+             const std::vector<std::string>& fp32 = {"fc", "*bn*", "*downsample.1"}) {
+  ModelConfig config;
+  config.name = name;
+  config.resnet.small_input = small;
+  return build_model(config, DataShape{channels, 0, classes}, mpt::precision::ModulePolicy(fp32));
+}
+
+}  // namespace
+
+TEST_CASE("resnet50 matches torchvision: 25,557,032 parameters, 320 state-dict keys, same names", "[fast][models]") {
+  Model model = resnet("resnet50", 3, 1000);
+  CHECK(parameter_count(*model) == 25557032);
+  CHECK(model->parameters().size() == 161);
+  auto params = model->named_parameters();
+  auto buffers = model->named_buffers();
+  CHECK(params.size() + buffers.size() == 320);
+  for (const char* name : {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer1.0.downsample.0.weight",
+                           "layer1.0.downsample.1.bias", "layer3.5.bn3.weight", "layer4.2.conv3.weight", "fc.weight",
+                           "fc.bias"})
+    CHECK(params.contains(name));
+  for (const char* name : {"bn1.running_mean", "layer4.2.bn3.running_var", "layer2.0.downsample.1.num_batches_tracked"})
+    CHECK(buffers.contains(name));
+  CHECK(params["layer2.0.conv2.weight"].sizes() == torch::IntArrayRef({128, 128, 3, 3}));  // v1.5: stride here
+}
+
+TEST_CASE("the other depths have torchvision's parameter counts", "[fast][models]") {
+  CHECK(parameter_count(*resnet("resnet18", 3, 1000)) == 11689512);
+  CHECK(parameter_count(*resnet("resnet34", 3, 1000)) == 21797672);
+  CHECK(parameter_count(*resnet("resnet101", 3, 1000)) == 44549160);
+}
+
+TEST_CASE("a small-input ResNet-18 on 1-channel 28 px images gives logits, norms FP32 under BF16", "[fast][models]") {
+  Model model = resnet("resnet18", 1, 10, /*small=*/true);
+  model->eval();
+  torch::Tensor logits;
+  {
+    mpt::precision::AutocastScope autocast(torch::kCPU, torch::kBFloat16);
+    logits = model->forward(torch::randn({2, 1, 28, 28}));
+  }
+  CHECK(logits.sizes() == torch::IntArrayRef({2, 10}));
+  CHECK(logits.dtype() == torch::kFloat);  // fc is an FP32 island
+  CHECK(torch::isfinite(logits).all().item<bool>());
+}
+
+TEST_CASE("zero_init_residual zeroes each block's last norm", "[fast][models]") {
+  ModelConfig config;
+  config.name = "resnet18";
+  config.resnet.zero_init_residual = true;
+  Model model = build_model(config, DataShape{3, 0, 10}, mpt::precision::ModulePolicy());
+  auto params = model->named_parameters();
+  CHECK(params["layer1.0.bn2.weight"].abs().sum().item<double>() == 0.0);
+  CHECK(params["layer1.0.bn1.weight"].abs().sum().item<double>() > 0.0);
+}
