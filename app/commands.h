@@ -15,6 +15,9 @@ struct TrainOptions {
 
 int run_train(const TrainOptions& options);
 
+// The environment check: what mpt can use here, what `mixed` resolves to, and what to fix. 0 when mpt can run.
+int run_doctor();
+
 // Prints every spec key with type, default and meaning; markdown for docs/spec.md.
 int run_keys(bool markdown);
 

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--resume", train.resume, "auto (newest valid checkpoint), never, or a checkpoint path")
       ->default_str("auto");
 
+  CLI::App* doctor_cmd = cli.add_subcommand("doctor", "Check the environment: LibTorch, GPU, BF16, BLAS, threads");
+
   bool markdown = false;
   CLI::App* keys_cmd = cli.add_subcommand("keys", "List every spec key with its type, default and meaning");
   keys_cmd->add_flag("--markdown", markdown, "Print the table as markdown (docs/spec.md)");
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
   try {
     if (*train_cmd) return mpt::app::run_train(train);
     if (*keys_cmd) return mpt::app::run_keys(markdown);
+    if (*doctor_cmd) return mpt::app::run_doctor();
   } catch (const mpt::Error& e) {
     std::cerr << "mpt: error: " << e.what() << "\n";
     return e.exit_code();

@@ -70,4 +70,19 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+int nvidia_driver_major() {
+  std::ifstream version("/proc/driver/nvidia/version");
+  std::string text((std::istreambuf_iterator<char>(version)), {});
+  const auto at = text.find("Kernel Module");
+  if (at == std::string::npos) return 0;
+  return std::atoi(text.c_str() + text.find_first_of("0123456789", at));
+}
+
 }  // namespace mpt::hardware

@@ -19,4 +19,7 @@ std::string blas_description();
 
 int64_t peak_rss_bytes();
 
+std::string cpu_model();           // /proc/cpuinfo "model name"
+int nvidia_driver_major();         // 535 from /proc/driver/nvidia/version; 0 when there is no NVIDIA driver
+
 }  // namespace mpt::hardware

@@ -19,6 +19,18 @@ HardwareFacts probe_hardware() {
   return {hardware::cuda_available(), hardware::cuda_compute_capability(), hardware::cpu_has_native_bf16()};
 }
 
+MixedChoice choose_mixed(const std::string& device, const HardwareFacts& hardware) {
+  if (device == "cuda") {
+    const std::string capability = std::to_string(hardware.cuda_capability / 10) + "." +
+                                   std::to_string(hardware.cuda_capability % 10);
+    if (hardware.cuda_capability >= 80) return {"mixed_bf16", "CUDA compute capability " + capability + " has BF16"};
+    return {"mixed_fp16", "CUDA compute capability " + capability + " (< 8.0) has FP16 Tensor Cores only"};
+  }
+  if (hardware.cpu_native_bf16) return {"mixed_bf16", "this CPU has AVX512-BF16/AMX"};
+  return {"", "this CPU has no native BF16 (AVX512-BF16/AMX) and FP16 needs CUDA; use fp32, or mixed_bf16 to "
+              "accept emulated BF16"};
+}
+
 void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
   std::vector<std::string> problems;
 
@@ -32,19 +44,10 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
 
   std::string mode = spec.get_string("precision.mode");
   if (mode == "mixed") {
-    if (device == "cuda") {
-      mode = hardware.cuda_capability >= 80 ? "mixed_bf16" : "mixed_fp16";
-      spec.set("precision.mode", YAML::Node(mode),
-               "mixed: CUDA compute capability " + std::to_string(hardware.cuda_capability) +
-                   (mode == "mixed_bf16" ? " has BF16" : " (<8.0) has FP16 Tensor Cores only"));
-    } else if (hardware.cpu_native_bf16) {
-      mode = "mixed_bf16";
-      spec.set("precision.mode", YAML::Node(mode), "mixed: this CPU has AVX512-BF16/AMX");
-    } else {
-      problems.push_back(at(spec, "precision.mode") +
-                         " = mixed, but this CPU has no native BF16 (AVX512-BF16/AMX) and FP16 needs CUDA; "
-                         "use fp32, or mixed_bf16 to accept emulated BF16");
-    }
+    const MixedChoice choice = choose_mixed(device, hardware);
+    if (choice.mode.empty()) problems.push_back(at(spec, "precision.mode") + " = mixed, but " + choice.reason);
+    else spec.set("precision.mode", YAML::Node(choice.mode), "mixed: " + choice.reason);
+    mode = choice.mode;
   } else if (mode == "mixed_fp16" && device != "cuda") {
     problems.push_back(at(spec, "precision.mode") +
                        " = mixed_fp16 needs device.type cuda: LibTorch has no FP16 GEMM/conv on CPU; use mixed_bf16");

@@ -15,6 +15,13 @@ struct HardwareFacts {
 
 HardwareFacts probe_hardware();
 
+// What precision.mode "mixed" becomes on `device` ("cpu" or "cuda"), and why; mode is "" when nothing fits.
+struct MixedChoice {
+  std::string mode;
+  std::string reason;
+};
+MixedChoice choose_mixed(const std::string& device, const HardwareFacts& hardware);
+
 // Resolves device.type, precision.mode, precision.loss_scale.mode and experiment.name in place, and checks
 // what single-key validation cannot: data files, train length, precision/device combinations.
 void resolve_spec(Spec& spec, const HardwareFacts& hardware);

@@ -180,6 +180,15 @@ TEST_CASE("a run directory of another spec is refused, never mixed", "[fast][cli
   CHECK_THAT(never.output, Catch::Contains("already holds checkpoints"));
 }
 
+TEST_CASE("mpt doctor reports the environment and what mixed resolves to", "[fast][cli]") {
+  CommandResult doctor = run_mpt({"doctor"});
+  INFO(doctor.output);
+  CHECK(doctor.exit_code == 0);
+  CHECK_THAT(doctor.output, Catch::Contains("LibTorch") && Catch::Contains("BLAS") &&
+                                Catch::Contains("precision.mode: mixed") && Catch::Contains("ok: mpt can train here"));
+  CHECK_THAT(doctor.output, Catch::Contains("USE_OPENMP"));  // the build prefers the OpenMP OpenBLAS
+}
+
 TEST_CASE("docs/spec.md is the current schema", "[fast][cli]") {
   CommandResult keys = run_mpt({"keys", "--markdown"});
   REQUIRE(keys.exit_code == 0);

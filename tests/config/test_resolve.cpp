@@ -48,7 +48,7 @@ TEST_CASE("device auto and loss-scale auto resolve, and say why", "[fast][config
   Spec gpu = resolved({"precision.mode=mixed"}, kVolta);
   CHECK(gpu.get_string("device.type") == "cuda");
   CHECK(gpu.get_string("precision.loss_scale.mode") == "dynamic");
-  CHECK_THAT(gpu.origin("precision.mode"), Catch::Contains("compute capability 70"));
+  CHECK_THAT(gpu.origin("precision.mode"), Catch::Contains("compute capability 7.0"));
 }
 
 TEST_CASE("impossible combinations are spec errors, all at once", "[fast][config]") {

@@ -1,0 +1,94 @@
+// `mpt doctor`: the seed's environment check as a command. Facts first, then concrete warnings, then a
+// verdict; a smoke test of FP32 and mixed-precision math decides whether mpt can run here.
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <iostream>
+#include <thread>
+
+#include "app/commands.h"
+#include "core/common/hardware.h"
+#include "core/config/resolve.h"
+#include "core/data/dataset.h"
+#include "core/precision/autocast.h"
+#include "mpt/version.h"
+
+namespace mpt::app {
+namespace {
+
+void fact(const std::string& name, const std::string& value) {
+  std::cout << "  " << name << std::string(name.size() < 22 ? 22 - name.size() : 1, ' ') << value << "\n";
+}
+
+// One FP32 GEMM against a reference, and one under autocast; "" when both work, else what failed.
+std::string smoke_test(const torch::Device& device, torch::ScalarType mixed_dtype) {
+  try {
+    auto a = torch::ones({64, 64}, device), b = torch::full({64, 64}, 2.0, device);
+    if (torch::mm(a, b).sum().item<double>() != 64.0 * 64 * 128) return "FP32 matrix multiply gave a wrong result";
+    if (mixed_dtype != torch::kFloat) {
+      precision::AutocastScope autocast(device.type(), mixed_dtype);
+      if (torch::mm(a, b).scalar_type() != mixed_dtype) return "autocast did not compute in the mixed dtype";
+    }
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+int run_doctor() {
+  const config::HardwareFacts facts = config::probe_hardware();
+  const int driver = hardware::nvidia_driver_major();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int default_threads = torch::get_num_threads();
+  const std::string blas = hardware::blas_description();
+  std::vector<std::string> warnings;
+
+  std::cout << "mpt " << kVersion << " (git " << kGitHash << ")\n";
+  fact("LibTorch", std::string(TORCH_VERSION) + (torch::cuda::is_available() ? " (CUDA)" : " (CPU-only build or no GPU)"));
+  fact("CPU", hardware::cpu_model() + ", " + std::to_string(cores) + " cores");
+  fact("CPU BF16", facts.cpu_native_bf16 ? "native (AVX512-BF16/AMX): BF16 autocast is fast" : "not native");
+  if (facts.cuda_available) {
+    const int cc = facts.cuda_capability;
+    fact("GPUs", std::to_string(torch::cuda::device_count()) + ", compute capability " + std::to_string(cc / 10) + "." +
+                     std::to_string(cc % 10));
+    fact("Tensor Cores", cc >= 70 ? "yes (>= 7.0)" : "no (< 7.0): mixed precision gains little");
+    fact("GPU BF16", cc >= 80 ? "yes (>= 8.0)" : "no (< 8.0): FP16 with loss scaling");
+    fact("cuDNN", torch::cuda::cudnn_is_available() ? "available" : "missing");
+    fact("NVIDIA driver", driver ? "R" + std::to_string(driver) : "unknown");
+    if (driver && driver < 450) warnings.push_back("NVIDIA driver R" + std::to_string(driver) + " is below R450");
+  } else {
+    fact("GPUs", "none visible");
+  }
+  fact("BLAS", blas);
+  fact("threads", "LibTorch default " + std::to_string(default_threads) + "; mpt uses " + std::to_string(cores) +
+                      " (device.threads: 0)");
+  const std::string device = facts.cuda_available ? "cuda" : "cpu";
+  const config::MixedChoice mixed = config::choose_mixed(device, facts);
+  fact("precision.mode: mixed", mixed.mode.empty() ? "unavailable: " + mixed.reason : "-> " + mixed.mode + " (" + mixed.reason + ")");
+
+  if (blas.find("reference") != std::string::npos)
+    warnings.push_back("the reference BLAS is in use: FP32 GEMM is ~50x slower (apt-get install libopenblas0-openmp)");
+  if (blas.find("USE_OPENMP") == std::string::npos && blas.find("OpenBLAS") != std::string::npos)
+    warnings.push_back("the pthread OpenBLAS is loaded: with several LibTorch threads the pools oversubscribe the "
+                       "cores (install libopenblas0-openmp and rebuild)");
+  if (cores > 1 && default_threads == 1 && std::getenv("OMP_NUM_THREADS"))
+    warnings.push_back("OMP_NUM_THREADS limits LibTorch to one thread on a " + std::to_string(cores) + "-core machine");
+  if (data::find_idx_file("/usr/share/datasets/fashion-mnist", "train-images-idx3-ubyte").empty())
+    warnings.push_back("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist): the shipped configs need it");
+
+  const std::string failure = smoke_test(torch::Device(device == "cuda" ? torch::kCUDA : torch::kCPU),
+                                         mixed.mode == "mixed_fp16" ? torch::kHalf
+                                         : mixed.mode.empty()       ? torch::kFloat
+                                                                    : torch::kBFloat16);
+  for (const auto& w : warnings) std::cout << "warning: " << w << "\n";
+  if (!failure.empty()) {
+    std::cout << "mpt cannot run here: " << failure << "\n";
+    return 1;
+  }
+  std::cout << "ok: mpt can train here" << (warnings.empty() ? "" : " (see the warnings above)") << "\n";
+  return 0;
+}
+
+}  // namespace mpt::app
