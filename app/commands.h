@@ -15,6 +15,9 @@ struct TrainOptions {
 
 int run_train(const TrainOptions& options);
 
+// `mpt inspect`: the model a spec builds, its parameters per top-level module, total, and FLOPs per sample.
+int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json);
+
 // The environment check: what mpt can use here, what `mixed` resolves to, and what to fix. 0 when mpt can run.
 int run_doctor();
 

@@ -23,6 +23,14 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--resume", train.resume, "auto (newest valid checkpoint), never, or a checkpoint path")
       ->default_str("auto");
 
+  std::string inspect_spec;
+  std::vector<std::string> inspect_overrides;
+  bool inspect_json = false;
+  CLI::App* inspect_cmd = cli.add_subcommand("inspect", "Show the model a spec builds: parameters and FLOPs");
+  inspect_cmd->add_option("spec", inspect_spec, "Experiment spec (YAML)")->required();
+  inspect_cmd->add_option("overrides", inspect_overrides, "key=value overrides");
+  inspect_cmd->add_flag("--json", inspect_json, "Print JSON instead of a table");
+
   CLI::App* doctor_cmd = cli.add_subcommand("doctor", "Check the environment: LibTorch, GPU, BF16, BLAS, threads");
 
   bool markdown = false;
@@ -40,6 +48,7 @@ int main(int argc, char** argv) {
     if (*train_cmd) return mpt::app::run_train(train);
     if (*keys_cmd) return mpt::app::run_keys(markdown);
     if (*doctor_cmd) return mpt::app::run_doctor();
+    if (*inspect_cmd) return mpt::app::run_inspect(inspect_spec, inspect_overrides, inspect_json);
   } catch (const mpt::Error& e) {
     std::cerr << "mpt: error: " << e.what() << "\n";
     return e.exit_code();

@@ -24,6 +24,15 @@ Layout layout_for(int depth) {
   throw UsageError("model: ResNet depth " + std::to_string(depth) + " is not one of 18, 34, 50, 101, 152");
 }
 
+// MACs of `c` on a height x width input (padding kernel/2, as every conv here); updates the size to the output's.
+int64_t conv_macs(const torch::nn::Conv2d& c, int64_t& height, int64_t& width) {
+  const auto& o = c->options;
+  const int64_t k = (*o.kernel_size())[0], stride = (*o.stride())[0];
+  height = (height + 2 * (k / 2) - k) / stride + 1;
+  width = (width + 2 * (k / 2) - k) / stride + 1;
+  return o.in_channels() * o.out_channels() * k * k * height * width;
+}
+
 torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
   return torch::nn::Conv2d(
       torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
@@ -48,8 +57,10 @@ ResidualBlockImpl::ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t
     norm_runners_.push_back(policy.runner(prefix + ".bn" + index));
   }
   if (stride != 1 || in_planes != out_planes) {
-    downsample_ = register_module(
-        "downsample", torch::nn::Sequential(conv(in_planes, out_planes, 1, stride), torch::nn::BatchNorm2d(out_planes)));
+    downsample_conv_ = conv(in_planes, out_planes, 1, stride);
+    downsample_norm_ = torch::nn::BatchNorm2d(out_planes);
+    // A Sequential only for torchvision's names (downsample.0, downsample.1); forward uses the handles.
+    register_module("downsample", torch::nn::Sequential(downsample_conv_, downsample_norm_));
     downsample_runner_ = policy.runner(prefix + ".downsample.1");
   }
 }
@@ -62,13 +73,18 @@ torch::Tensor ResidualBlockImpl::forward(const torch::Tensor& x) {
     if (i + 1 < convs_.size()) out = torch::relu(out);
   }
   torch::Tensor identity = x;
-  if (downsample_) {
-    identity = (*downsample_)[0]->as<torch::nn::Conv2d>()->forward(x);
-    identity = downsample_runner_(identity, [&](const torch::Tensor& h) {
-      return (*downsample_)[1]->as<torch::nn::BatchNorm2d>()->forward(h);
-    });
+  if (downsample_conv_) {
+    identity = downsample_conv_->forward(x);
+    identity = downsample_runner_(identity, [&](const torch::Tensor& h) { return downsample_norm_->forward(h); });
   }
   return torch::relu(out + identity);  // (B, C_out, H / stride, W / stride)
+}
+
+int64_t ResidualBlockImpl::macs(int64_t& height, int64_t& width) const {
+  int64_t h_in = height, w_in = width, total = 0;
+  for (const auto& c : convs_) total += conv_macs(c, height, width);
+  if (downsample_conv_) total += conv_macs(downsample_conv_, h_in, w_in);
+  return total;
 }
 
 ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy) : config_(config) {
@@ -111,6 +127,14 @@ torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
     for (auto& block : *layer) x = block->as<ResidualBlockImpl>()->forward(x);  // (B, C, H/32, W/32) at the end
   x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);  // (B, C)
   return fc_runner_(x, [&](const torch::Tensor& h) { return fc_->forward(h); });  // (B, K)
+}
+
+int64_t ResNetImpl::forward_macs(int64_t, int64_t height, int64_t width) const {
+  int64_t total = conv_macs(conv1_, height, width);
+  if (!config_.small_input) height = (height + 1) / 2, width = (width + 1) / 2;  // 3x3 stride-2 max-pool
+  for (const auto& layer : layers_)
+    for (const auto& block : *layer) total += block->as<ResidualBlockImpl>()->macs(height, width);
+  return total + fc_->options.in_features() * fc_->options.out_features();
 }
 
 }  // namespace mpt::models

@@ -26,12 +26,15 @@ class ResidualBlockImpl : public torch::nn::Module {
                     const precision::ModulePolicy& policy, const std::string& prefix);
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::BatchNorm2d last_norm() const { return norms_.back(); }
+  // MACs for an input of (C_in, height, width); updates height and width to the block's output size.
+  int64_t macs(int64_t& height, int64_t& width) const;
 
  private:
   std::vector<torch::nn::Conv2d> convs_;
   std::vector<torch::nn::BatchNorm2d> norms_;
   std::vector<precision::ModuleRunner> norm_runners_;
-  torch::nn::Sequential downsample_{nullptr};
+  torch::nn::Conv2d downsample_conv_{nullptr};
+  torch::nn::BatchNorm2d downsample_norm_{nullptr};
   precision::ModuleRunner downsample_runner_;
 };
 TORCH_MODULE(ResidualBlock);
@@ -40,6 +43,7 @@ class ResNetImpl : public ModelImpl {
  public:
   ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy);
   torch::Tensor forward(const torch::Tensor& inputs) override;
+  int64_t forward_macs(int64_t channels, int64_t height, int64_t width) const override;
 
  private:
   ResNetConfig config_;

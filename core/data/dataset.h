@@ -31,6 +31,12 @@ Dataset load_fashion_mnist(const std::string& root, const std::string& split, in
 // The path of ROOT/STEM.gz or ROOT/STEM, whichever exists; "" when neither does.
 std::string find_idx_file(const std::string& root, const std::string& stem);
 
+// A dataset's sample shape and classes without reading it: (channels, height, width, classes).
+struct SampleShape {
+  int64_t channels, height, width, num_classes;
+};
+SampleShape sample_shape(const DataConfig& config);
+
 // The four files a Fashion-MNIST root must hold, for validation before any work.
 std::vector<std::string> fashion_mnist_stems();
 

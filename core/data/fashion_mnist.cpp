@@ -15,6 +15,11 @@ constexpr float kStd = 0.3530f;
 
 }  // namespace
 
+SampleShape sample_shape(const DataConfig& config) {
+  if (config.name == "fashion_mnist") return {1, 28, 28, kClasses};
+  throw UsageError("data.name: unknown dataset '" + config.name + "'");
+}
+
 std::vector<std::string> fashion_mnist_stems() {
   return {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
 }

@@ -189,6 +189,19 @@ TEST_CASE("mpt doctor reports the environment and what mixed resolves to", "[fas
   CHECK_THAT(doctor.output, Catch::Contains("USE_OPENMP"));  // the build prefers the OpenMP OpenBLAS
 }
 
+TEST_CASE("mpt inspect reports parameters per module and FLOPs", "[fast][cli]") {
+  CommandResult json = run_mpt({"inspect", kFp32, "--json"});
+  INFO(json.output);
+  REQUIRE(json.exit_code == 0);
+  nlohmann::json report = nlohmann::json::parse(json.output);
+  CHECK(report["total_parameters"] == 784 * 512 + 512 + 512 * 10 + 10);
+  CHECK(report["modules"]["head"] == 512 * 10 + 10);
+  CHECK(report["forward_macs_per_sample"] == 784 * 512 + 512 * 10);
+  CommandResult resnet = run_mpt({"inspect", kFp32, "model.name=resnet18", "model.small_input=true"});
+  CHECK(resnet.exit_code == 0);
+  CHECK_THAT(resnet.output, Catch::Contains("layer4") && Catch::Contains("11172810 parameters"));
+}
+
 TEST_CASE("docs/spec.md is the current schema", "[fast][cli]") {
   CommandResult keys = run_mpt({"keys", "--markdown"});
   REQUIRE(keys.exit_code == 0);

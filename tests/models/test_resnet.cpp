@@ -68,3 +68,10 @@ TEST_CASE("zero_init_residual zeroes each block's last norm", "[fast][models]") 
   CHECK(params["layer1.0.bn2.weight"].abs().sum().item<double>() == 0.0);
   CHECK(params["layer1.0.bn1.weight"].abs().sum().item<double>() > 0.0);
 }
+
+TEST_CASE("forward MACs: ResNet-50 at 224 px is torchvision's 4.09 GMACs", "[fast][models]") {
+  Model model = resnet("resnet50", 3, 1000);
+  const int64_t macs = model->forward_macs(3, 224, 224);
+  CHECK(macs == Approx(4.09e9).epsilon(0.01));
+  CHECK(resnet("resnet18", 3, 1000)->forward_macs(3, 224, 224) == Approx(1.81e9).epsilon(0.01));
+}

@@ -1,0 +1,52 @@
+// `mpt inspect`: builds the spec's model (on the CPU, without data) and reports its size and cost.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "app/commands.h"
+#include "core/config/load.h"
+#include "core/config/resolve.h"
+#include "core/config/sections.h"
+
+namespace mpt::app {
+
+int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json) {
+  config::Spec spec = config::load_spec(spec_path, overrides);
+  config::resolve_spec(spec, config::probe_hardware());
+  const config::ExperimentConfig c = config::read_sections(spec);
+  const data::SampleShape sample = data::sample_shape(c.data);
+  const models::DataShape shape{sample.channels, sample.channels * sample.height * sample.width, sample.num_classes};
+  models::Model model = models::build_model(c.model, shape, precision::ModulePolicy(c.precision.fp32_modules));
+
+  nlohmann::ordered_json modules = nlohmann::ordered_json::object();  // in the model's order
+  int64_t total = 0;
+  for (const auto& child : model->named_children()) {
+    int64_t count = 0;
+    for (const auto& p : child.value()->parameters()) count += p.numel();
+    modules[child.key()] = count;
+    total += count;
+  }
+  const int64_t macs = model->forward_macs(sample.channels, sample.height, sample.width);
+  const int64_t train_flops = 6 * macs;  // 2 FLOPs per MAC; backward costs twice the forward
+  if (json) {
+    std::cout << nlohmann::ordered_json{{"model", c.model.name},
+                                {"input", {sample.channels, sample.height, sample.width}},
+                                {"modules", modules},
+                                {"total_parameters", total},
+                                {"forward_macs_per_sample", macs},
+                                {"train_flops_per_sample", train_flops}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::printf("%s on %lldx%lldx%lld inputs, %lld classes\n", c.model.name.c_str(), (long long)sample.channels,
+              (long long)sample.height, (long long)sample.width, (long long)sample.num_classes);
+  for (const auto& [name, count] : modules.items())
+    std::printf("  %-12s %14lld\n", name.c_str(), count.get<long long>());
+  std::printf("  %-12s %14lld parameters\n", "total", (long long)total);
+  std::printf("forward: %.4g GMACs per sample; training: ~%.4g GFLOPs per sample\n", macs / 1e9, train_flops / 1e9);
+  return 0;
+}
+
+}  // namespace mpt::app
