@@ -1,6 +1,8 @@
 // ResNet forward. B = batch, C = channels, H x W = spatial size, K = classes.
 #include "models/resnet.h"
 
+#include <array>
+
 #include "core/common/error.h"
 
 namespace mpt::models {
