@@ -55,13 +55,14 @@ int run_train(const TrainOptions& options) {
   at::globalContext().setAllowTF32CuDNN(tf32);
   torch::manual_seed(c.seed);
 
-  const data::Dataset train_set = data::load_fashion_mnist(c.data.root, "train", c.data.train_limit);
-  const data::Dataset test_set = data::load_fashion_mnist(c.data.root, "t10k", c.data.test_limit);
+  const data::Dataset train_set = data::load_fashion_mnist(c.data, "train", c.data.train_limit);
+  const data::Dataset test_set = data::load_fashion_mnist(c.data, "t10k", c.data.test_limit);
   data::BatchLoader train_loader(train_set, c.data.batch_size, c.data.shuffle, c.seed, /*drop_last=*/true);
   logger->info("data {}: {} train / {} test samples, {} batches of {} per epoch", c.data.name, train_set.size(),
                test_set.size(), train_loader.batches_per_epoch(), c.data.batch_size);
 
-  const models::DataShape shape{train_set.images.size(1), train_set.images[0].numel(), train_set.num_classes};
+  const data::SampleShape sample = data::sample_shape(c.data);
+  const models::DataShape shape{sample.channels, sample.channels * sample.height * sample.width, sample.num_classes};
   precision::NumericsMonitor numerics;
   const precision::ModulePolicy policy(c.precision.fp32_modules, c.check_numerics ? &numerics : nullptr);
   models::Model model = models::build_model(c.model, shape, policy);

@@ -75,6 +75,9 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
   if (spec.get_int("train.epochs") == 0 && spec.get_int("train.max_steps") == 0)
     problems.push_back(at(spec, "train.epochs") + " and train.max_steps are both 0; set one to a positive number");
 
+  if (const int64_t channels = spec.get_int("data.channels"); channels == 2)
+    problems.push_back(at(spec, "data.channels") + " = 2: expected 0 (native), 1, or 3 (grayscale replicated to RGB)");
+
   const std::string root = spec.get_string("data.root");
   if (!std::filesystem::is_directory(root)) {
     problems.push_back(at(spec, "data.root") + " = " + root +

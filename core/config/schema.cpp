@@ -50,6 +50,8 @@ std::vector<KeySpec> build_schema() {
       text("data.root", "/usr/share/datasets/fashion-mnist",
            "Folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]."),
       integer("data.batch_size", "128", 1, 1 << 20, "Micro-batch per step; the global batch is this x grad_accum_steps."),
+      integer("data.image_size", "0", 0, 4096, "Resize images to N x N (bilinear) before the model; 0 = native."),
+      integer("data.channels", "0", 0, 3, "3 replicates grayscale images to RGB; 0 = native."),
       boolean("data.shuffle", "true", "Reshuffle the training set every epoch (deterministic in seed and epoch)."),
       integer("data.train_limit", "0", 0, kInf, "Use only the first N training samples (0 = all)."),
       integer("data.test_limit", "0", 0, kInf, "Evaluate on only the first N test samples (0 = all)."),

@@ -22,6 +22,8 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.data.shuffle = spec.get_bool("data.shuffle");
   c.data.train_limit = spec.get_int("data.train_limit");
   c.data.test_limit = spec.get_int("data.test_limit");
+  c.data.image_size = spec.get_int("data.image_size");
+  c.data.channels = spec.get_int("data.channels");
 
   c.precision.mode = spec.get_string("precision.mode");
   c.precision.fp32_modules = spec.get_string_list("precision.fp32_modules");

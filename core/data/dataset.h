@@ -14,6 +14,8 @@ struct DataConfig {
   bool shuffle = true;
   int64_t train_limit = 0;  // 0 = all
   int64_t test_limit = 0;
+  int64_t image_size = 0;   // resize batches to image_size x image_size (0 = native)
+  int64_t channels = 0;     // 3 replicates grayscale to RGB (0 = native)
 };
 
 struct Dataset {
@@ -22,11 +24,14 @@ struct Dataset {
   int64_t num_classes = 0;
   float mean = 0.0f;  // per-pixel normalisation, from the training split
   float std = 1.0f;
+  int64_t out_channels = 0;  // batch shape adjustments (DataConfig::channels, image_size); 0 = native
+  int64_t out_size = 0;
   int64_t size() const { return labels.size(0); }
 };
 
-// split is "train" or "t10k"; limit > 0 keeps only the first `limit` samples.
-Dataset load_fashion_mnist(const std::string& root, const std::string& split, int64_t limit);
+// split is "train" or "t10k"; limit > 0 keeps only the first `limit` samples; batches take the config's
+// channels and image_size.
+Dataset load_fashion_mnist(const DataConfig& config, const std::string& split, int64_t limit);
 
 // The path of ROOT/STEM.gz or ROOT/STEM, whichever exists; "" when neither does.
 std::string find_idx_file(const std::string& root, const std::string& stem);

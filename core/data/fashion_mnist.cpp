@@ -16,7 +16,8 @@ constexpr float kStd = 0.3530f;
 }  // namespace
 
 SampleShape sample_shape(const DataConfig& config) {
-  if (config.name == "fashion_mnist") return {1, 28, 28, kClasses};
+  const int64_t size = config.image_size > 0 ? config.image_size : 28;
+  if (config.name == "fashion_mnist") return {config.channels > 0 ? config.channels : 1, size, size, kClasses};
   throw UsageError("data.name: unknown dataset '" + config.name + "'");
 }
 
@@ -30,7 +31,8 @@ std::string find_idx_file(const std::string& root, const std::string& stem) {
   return "";
 }
 
-Dataset load_fashion_mnist(const std::string& root, const std::string& split, int64_t limit) {
+Dataset load_fashion_mnist(const DataConfig& config, const std::string& split, int64_t limit) {
+  const std::string& root = config.root;
   const std::string images_path = find_idx_file(root, split + "-images-idx3-ubyte");
   const std::string labels_path = find_idx_file(root, split + "-labels-idx1-ubyte");
   if (images_path.empty() || labels_path.empty())
@@ -59,6 +61,8 @@ Dataset load_fashion_mnist(const std::string& root, const std::string& split, in
   dataset.num_classes = kClasses;
   dataset.mean = kMean;
   dataset.std = kStd;
+  dataset.out_channels = config.channels;
+  dataset.out_size = config.image_size;
   return dataset;
 }
 

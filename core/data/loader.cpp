@@ -53,6 +53,15 @@ Batch BatchLoader::next() {
   torch::Tensor indices = order_.narrow(0, start, count);
   Batch batch;
   batch.inputs = dataset_.images.index_select(0, indices).to(torch::kFloat).div_(255.0f).sub_(dataset_.mean).div_(dataset_.std);
+  if (dataset_.out_size > 0 && dataset_.out_size != batch.inputs.size(2)) {
+    namespace F = torch::nn::functional;
+    batch.inputs = F::interpolate(batch.inputs, F::InterpolateFuncOptions()
+                                                    .size(std::vector<int64_t>{dataset_.out_size, dataset_.out_size})
+                                                    .mode(torch::kBilinear)
+                                                    .align_corners(false));
+  }
+  if (dataset_.out_channels > batch.inputs.size(1))  // grayscale -> RGB for ImageNet-style stems
+    batch.inputs = batch.inputs.expand({-1, dataset_.out_channels, -1, -1}).contiguous();
   batch.targets = dataset_.labels.index_select(0, indices);
   if (++position_.batch == batches_per_epoch_) position_ = DataPosition{position_.epoch + 1, 0};
   return batch;

@@ -200,6 +200,12 @@ TEST_CASE("mpt inspect reports parameters per module and FLOPs", "[fast][cli]") 
   CommandResult resnet = run_mpt({"inspect", kFp32, "model.name=resnet18", "model.small_input=true"});
   CHECK(resnet.exit_code == 0);
   CHECK_THAT(resnet.output, Catch::Contains("layer4") && Catch::Contains("11172810 parameters"));
+  CommandResult imagenet_style = run_mpt({"inspect", kFp32, "model.name=resnet50", "data.channels=3",
+                                          "data.image_size=224", "--json"});
+  REQUIRE(imagenet_style.exit_code == 0);
+  nlohmann::json resnet50 = nlohmann::json::parse(imagenet_style.output);
+  CHECK(resnet50["total_parameters"] == 25557032 - (2048 * 1000 + 1000) + (2048 * 10 + 10));  // 10-class fc
+  CHECK(resnet50["input"] == nlohmann::json::array({3, 224, 224}));
 }
 
 TEST_CASE("docs/spec.md is the current schema", "[fast][cli]") {

@@ -43,11 +43,13 @@ TEST_CASE("the real Fashion-MNIST files have the published shapes", "[fast][data
   const std::string root = mpt::testing::kFashionMnistRoot;
   IdxArray labels = read_idx(find_idx_file(root, "t10k-labels-idx1-ubyte"), 1);
   CHECK(labels.dims == std::vector<int64_t>{10000});
-  Dataset train = load_fashion_mnist(root, "train", 0);
+  DataConfig config;
+  config.root = root;
+  Dataset train = load_fashion_mnist(config, "train", 0);
   CHECK(train.images.sizes() == torch::IntArrayRef({60000, 1, 28, 28}));
   CHECK(train.labels.max().item<int64_t>() == 9);
   CHECK(train.labels.bincount().eq(6000).all().item<bool>());  // balanced: 6,000 per class
-  CHECK(load_fashion_mnist(root, "t10k", 100).size() == 100);
+  CHECK(load_fashion_mnist(config, "t10k", 100).size() == 100);
 }
 
 TEST_CASE("well-formed IDX bytes parse", "[fast][data]") {
@@ -83,5 +85,7 @@ TEST_CASE("labels outside the class range are rejected with their offset", "[fas
   const std::string dir = mpt::testing::scratch_dir("idx-labels");
   write_gzip(dir + "/t10k-images-idx3-ubyte.gz", idx_bytes({3, 28, 28}, 3 * 28 * 28));
   write_gzip(dir + "/t10k-labels-idx1-ubyte.gz", {0, 0, 8, 1, 0, 0, 0, 3, 1, 2, 12});
-  CHECK_THROWS_WITH(load_fashion_mnist(dir, "t10k", 0), Catch::Contains("label 12 at data byte 10"));
+  DataConfig config;
+  config.root = dir;
+  CHECK_THROWS_WITH(load_fashion_mnist(config, "t10k", 0), Catch::Contains("label 12 at data byte 10"));
 }

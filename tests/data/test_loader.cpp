@@ -55,3 +55,14 @@ TEST_CASE("a batch larger than the dataset is a usage error", "[fast][data]") {
   Dataset dataset = counting_dataset(4);
   CHECK_THROWS_WITH(BatchLoader(dataset, 8, true, 0, true), Catch::Contains("data.batch_size = 8"));
 }
+
+TEST_CASE("batches can be resized and made RGB for ImageNet-style models", "[fast][data]") {
+  Dataset dataset = counting_dataset(4);
+  dataset.images = torch::full({4, 1, 28, 28}, 255, torch::kUInt8);
+  dataset.out_size = 64;
+  dataset.out_channels = 3;
+  BatchLoader loader(dataset, 2, false, 0, false);
+  Batch batch = loader.next();
+  CHECK(batch.inputs.sizes() == torch::IntArrayRef({2, 3, 64, 64}));
+  CHECK(batch.inputs.allclose(torch::full({2, 3, 64, 64}, 1.0f)));  // (255/255 - 0) / 1: values survive
+}
