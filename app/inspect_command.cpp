@@ -16,7 +16,7 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
   config::resolve_spec(spec, config::probe_hardware());
   const config::ExperimentConfig c = config::read_sections(spec);
   const data::SampleShape sample = data::sample_shape(c.data);
-  const models::DataShape shape{sample.channels, sample.channels * sample.height * sample.width, sample.num_classes};
+  const models::DataShape shape = models::data_shape(sample);
   models::Model model = models::build_model(c.model, shape, precision::ModulePolicy(c.precision.fp32_modules));
 
   nlohmann::ordered_json modules = nlohmann::ordered_json::object();  // in the model's order

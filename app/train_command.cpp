@@ -62,7 +62,7 @@ int run_train(const TrainOptions& options) {
                test_set.size(), train_loader.batches_per_epoch(), c.data.batch_size);
 
   const data::SampleShape sample = data::sample_shape(c.data);
-  const models::DataShape shape{sample.channels, sample.channels * sample.height * sample.width, sample.num_classes};
+  const models::DataShape shape = models::data_shape(sample);
   precision::NumericsMonitor numerics;
   const precision::ModulePolicy policy(c.precision.fp32_modules, c.check_numerics ? &numerics : nullptr);
   models::Model model = models::build_model(c.model, shape, policy);

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/data/dataset.h"
 #include "core/precision/policy.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
@@ -22,6 +23,11 @@ struct DataShape {
   int64_t in_features = 0;  // C x H x W
   int64_t num_classes = 0;
 };
+
+// The shape a model needs from a dataset's samples.
+inline DataShape data_shape(const data::SampleShape& sample) {
+  return {sample.channels, sample.channels * sample.height * sample.width, sample.num_classes};
+}
 
 Model build_model(ModelConfig config, const DataShape& shape, const precision::ModulePolicy& policy);
 
