@@ -15,6 +15,19 @@ struct TrainOptions {
 
 int run_train(const TrainOptions& options);
 
+struct AbCompareOptions {
+  std::string a;  // a spec, or a finished run directory
+  std::string b;
+  std::vector<std::string> overrides;   // applied to both specs
+  std::string out;                      // empty: OUTPUT_ROOT/ab-A-vs-B
+  std::vector<std::string> allow_diff;  // spec keys (or "section.") besides precision.* that may differ
+  int repeats = 1;                      // seeds per side, for the seed-to-seed noise
+  double max_accuracy_drop = 0.005;
+};
+
+// Exit 0 on PASS, 3 on FAIL, 1 when a run failed, 2 on bad usage.
+int run_ab_compare(const AbCompareOptions& options);
+
 // `mpt inspect`: the model a spec builds, its parameters per top-level module, total, and FLOPs per sample.
 int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json);
 

@@ -23,6 +23,21 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--resume", train.resume, "auto (newest valid checkpoint), never, or a checkpoint path")
       ->default_str("auto");
 
+  mpt::app::AbCompareOptions ab;
+  CLI::App* ab_cmd = cli.add_subcommand(
+      "ab-compare", "Train A (baseline) and B (mixed precision) alike, or take two finished run directories, and "
+                    "compare accuracy, convergence, smoothness, speed and memory: PASS (0) or FAIL (3)");
+  ab_cmd->add_option("a", ab.a, "Baseline spec (YAML) or finished run directory")->required();
+  ab_cmd->add_option("b", ab.b, "Candidate spec (YAML) or finished run directory")->required();
+  ab_cmd->add_option("overrides", ab.overrides, "key=value overrides applied to both specs");
+  ab_cmd->add_option("--out", ab.out, "Folder for both runs and the reports (default OUTPUT_ROOT/ab-A-vs-B)");
+  ab_cmd->add_option("--allow-diff", ab.allow_diff, "Spec keys besides precision.* that may differ (comma-separated)")
+      ->delimiter(',');
+  ab_cmd->add_option("--repeats", ab.repeats, "Seeds per side, for the seed-to-seed noise")->check(CLI::Range(1, 100));
+  ab_cmd->add_option("--max-accuracy-drop", ab.max_accuracy_drop, "How far B's test accuracy may trail A's (absolute)")
+      ->default_str("0.005")
+      ->check(CLI::Range(0.0, 1.0));
+
   std::string inspect_spec;
   std::vector<std::string> inspect_overrides;
   bool inspect_json = false;
@@ -46,6 +61,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*train_cmd) return mpt::app::run_train(train);
+    if (*ab_cmd) return mpt::app::run_ab_compare(ab);
     if (*keys_cmd) return mpt::app::run_keys(markdown);
     if (*doctor_cmd) return mpt::app::run_doctor();
     if (*inspect_cmd) return mpt::app::run_inspect(inspect_spec, inspect_overrides, inspect_json);

@@ -31,6 +31,15 @@ std::vector<std::string> Spec::get_string_list(const std::string& key) const {
 
 std::string Spec::value_text(const std::string& key) const { return yaml_inline(at(key).node); }
 
+std::vector<KeyDifference> differing_keys(const Spec& a, const Spec& b) {
+  std::vector<KeyDifference> differences;
+  for (const auto& key_spec : schema()) {
+    std::string a_value = a.value_text(key_spec.key), b_value = b.value_text(key_spec.key);
+    if (a_value != b_value) differences.push_back({key_spec.key, std::move(a_value), std::move(b_value)});
+  }
+  return differences;
+}
+
 void Spec::set(const std::string& key, const YAML::Node& node, const std::string& origin) {
   MPT_CHECK(find_key(key) != nullptr, "setting unknown spec key '" + key + "'");
   values_[key] = SpecValue{YAML::Clone(node), origin};

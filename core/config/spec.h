@@ -47,6 +47,16 @@ class Spec {
   std::map<std::string, SpecValue> values_;
 };
 
+// A schema key whose value differs between two specs, with both values as one line of YAML.
+struct KeyDifference {
+  std::string key;
+  std::string a_value;
+  std::string b_value;
+};
+
+// Every schema key, in schema order, whose value differs between `a` and `b`.
+std::vector<KeyDifference> differing_keys(const Spec& a, const Spec& b);
+
 // Renders a YAML value on one line (flow style): "0.001", "[512, 256]".
 std::string yaml_inline(const YAML::Node& node);
 

@@ -6,7 +6,6 @@
 
 #include "core/common/error.h"
 #include "core/config/load.h"
-#include "core/config/schema.h"
 #include "core/io/checkpoint.h"
 #include "core/io/files.h"
 
@@ -19,12 +18,8 @@ namespace fs = std::filesystem;
 std::vector<std::string> spec_differences(const std::string& config_path, const config::Spec& spec) {
   config::Spec previous = config::parse_spec(read_file(config_path), config_path, {});
   std::vector<std::string> differences;
-  for (const auto& key_spec : config::schema()) {
-    const std::string& key = key_spec.key;
-    if (may_differ_on_resume(key)) continue;
-    const std::string old_value = previous.value_text(key), new_value = spec.value_text(key);
-    if (old_value != new_value) differences.push_back(key + " (" + old_value + " there, " + new_value + " now)");
-  }
+  for (const auto& d : config::differing_keys(previous, spec))
+    if (!may_differ_on_resume(d.key)) differences.push_back(d.key + " (" + d.a_value + " there, " + d.b_value + " now)");
   return differences;
 }
 

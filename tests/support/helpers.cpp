@@ -3,6 +3,8 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -64,5 +66,38 @@ std::string read_file_text(const std::string& path) {
 }
 
 std::string source_path(const std::string& relative) { return std::string(MPT_SOURCE_DIR) + "/" + relative; }
+
+std::string markup_problem(const std::string& page) {
+  static const std::vector<std::string> kVoid = {"meta", "br", "hr", "img", "input", "link"};
+  std::vector<std::string> open;
+  for (size_t i = 0; i < page.size(); ++i) {
+    if (page[i] == '&') {
+      const size_t semi = page.find(';', i);
+      if (semi == std::string::npos || semi - i > 8) return "stray '&' at offset " + std::to_string(i);
+      continue;
+    }
+    if (page[i] != '<') continue;
+    if (page.compare(i, 2, "<!") == 0) {  // doctype or comment
+      i = page.find('>', i);
+      if (i == std::string::npos) return "unterminated <! at the end";
+      continue;
+    }
+    const size_t close = page.find('>', i);
+    if (close == std::string::npos) return "unterminated tag at offset " + std::to_string(i);
+    std::string tag = page.substr(i + 1, close - i - 1);
+    i = close;
+    if (tag.empty() || std::isspace(static_cast<unsigned char>(tag[0]))) return "stray '<' before offset " + std::to_string(close);
+    const bool closing = tag[0] == '/', self_closing = tag.back() == '/';
+    const std::string name = tag.substr(closing ? 1 : 0, tag.find_first_of(" \t\n/>", closing ? 1 : 0) - (closing ? 1 : 0));
+    if (closing) {
+      if (open.empty() || open.back() != name)
+        return "</" + name + "> at offset " + std::to_string(close) + " closes " + (open.empty() ? "nothing" : "<" + open.back() + ">");
+      open.pop_back();
+    } else if (!self_closing && std::find(kVoid.begin(), kVoid.end(), name) == kVoid.end()) {
+      open.push_back(name);
+    }
+  }
+  return open.empty() ? "" : "<" + open.back() + "> is never closed";
+}
 
 }  // namespace mpt::testing

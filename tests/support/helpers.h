@@ -26,6 +26,10 @@ nlohmann::json read_json(const std::string& path);
 std::vector<std::pair<int64_t, double>> metric_series(const std::string& run_dir, const std::string& field);
 
 std::string read_file_text(const std::string& path);
+
+// An independent well-formedness check for mpt's XHTML-style pages: every tag closed in order, no stray '<'
+// or '&'. Returns "" when the page is well formed, else what is wrong and where.
+std::string markup_problem(const std::string& page);
 std::string source_path(const std::string& relative);  // a path inside the source tree
 const std::string kFashionMnistRoot = "/usr/share/datasets/fashion-mnist";
 

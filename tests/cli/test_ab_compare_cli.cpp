@@ -1,0 +1,156 @@
+// `mpt ab-compare` end to end on real Fashion-MNIST: PASS with reports, reuse of finished runs, comparing run
+// directories, refusing specs that differ in more than precision, planted regressions that FAIL, bad usage.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/helpers.h"
+
+using namespace mpt::testing;
+
+namespace {
+
+const std::string kMixed = source_path("configs/mlp_fmnist_mixed.yaml");
+const std::string kFp32 = source_path("configs/mlp_fmnist_fp32.yaml");
+
+// The shipped mixed spec with one line replaced or text appended: a planted regression.
+std::string planted_spec(const std::string& dir, const std::string& from, const std::string& to,
+                         const std::string& appended = "") {
+  std::string text = read_file_text(kMixed);
+  if (!from.empty()) {
+    const size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  }
+  const std::string path = dir + "/mlp_fmnist_planted.yaml";
+  std::ofstream(path) << text << appended;
+  return path;
+}
+
+bool has_tensorboard_file(const std::string& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("ab-compare of the shipped FP32 and mixed specs PASSes, reports, and reuses finished runs",
+          "[slow][cli][compare]") {
+  const std::string out = scratch_dir("ab-pass");
+  const std::vector<std::string> args = {"ab-compare", kFp32, kMixed, "train.max_steps=400", "train.log_every_steps=20",
+                                         "--out", out};
+  CommandResult first = run_mpt(args);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.output, Catch::Contains("verdict: PASS"));
+  const std::string a_dir = out + "/A-mlp_fmnist_fp32", b_dir = out + "/B-mlp_fmnist_mixed";
+  CHECK(has_tensorboard_file(a_dir));  // `tensorboard --logdir OUT` overlays A and B
+  CHECK(has_tensorboard_file(b_dir));
+
+  nlohmann::json compare = read_json(out + "/compare.json");
+  CHECK(compare["verdict"] == "PASS");
+  CHECK(compare["a"]["precision"] == "fp32");
+  CHECK(compare["b"]["precision"] == "mixed_bf16");
+  CHECK(compare["a"]["steps"] == 400);
+  CHECK(std::abs(compare["accuracy_gap"].get<double>()) < 0.005);
+  CHECK(compare["speedup"].get<double>() > 0);
+  CHECK(compare["b"]["loss_scale"]["mode"] == "dynamic");
+  CHECK(compare["a"]["steps_to_target"].is_number());
+  CHECK(compare["b"]["steps_to_target"].is_number());
+
+  const std::string html = read_file_text(out + "/report.html");
+  INFO(markup_problem(html));
+  CHECK(markup_problem(html).empty());
+  for (const char* id : {"chart-loss", "chart-eval", "chart-loss-scale", "chart-throughput"})
+    CHECK_THAT(html, Catch::Contains(std::string("<svg id=\"") + id + "\""));
+  CHECK_THAT(read_file_text(out + "/compare.md"), Catch::Contains("| test accuracy |"));
+
+  // Again: both runs are reused as they are, nothing retrains.
+  const auto checkpoint = b_dir + "/checkpoints/step-000000400.mpt";
+  const auto written = std::filesystem::last_write_time(checkpoint);
+  CommandResult again = run_mpt(args);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("A " + a_dir + ": reusing the finished run"));
+  CHECK_THAT(again.output, Catch::Contains("B " + b_dir + ": reusing the finished run"));
+  CHECK(std::filesystem::last_write_time(checkpoint) == written);
+  CHECK(read_json(out + "/compare.json")["accuracy_gap"] == compare["accuracy_gap"]);
+
+  // Two finished run directories compare without running anything.
+  const std::string reports = scratch_dir("ab-dirs");
+  CommandResult dirs = run_mpt({"ab-compare", a_dir, b_dir, "--out", reports});
+  INFO(dirs.output);
+  CHECK(dirs.exit_code == 0);
+  CHECK(read_json(reports + "/compare.json")["accuracy_gap"] == compare["accuracy_gap"]);
+}
+
+TEST_CASE("a learning-rate slip in B is refused unless allowed, and then FAILs on accuracy with exit 3",
+          "[slow][cli][compare]") {
+  const std::string out = scratch_dir("ab-lr");
+  const std::string planted = planted_spec(out, "lr: 0.001", "lr: 0.00001");
+  const std::vector<std::string> args = {"ab-compare", kFp32, planted, "train.max_steps=200",
+                                         "train.log_every_steps=10", "data.test_limit=2000", "--out", out + "/ab"};
+  CommandResult refused = run_mpt(args);
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("optimizer.lr: 0.001 in A, 0.00001 in B"));
+  CHECK_THAT(refused.output, Catch::Contains("--allow-diff"));
+  CHECK_FALSE(std::filesystem::exists(out + "/ab"));  // refused before any run
+
+  std::vector<std::string> allowed = args;
+  allowed.insert(allowed.end(), {"--allow-diff", "optimizer.lr"});
+  CommandResult failed = run_mpt(allowed);
+  INFO(failed.output);
+  CHECK(failed.exit_code == 3);
+  CHECK_THAT(failed.output, Catch::Contains("verdict: FAIL"));
+  nlohmann::json compare = read_json(out + "/ab/compare.json");
+  CHECK(compare["verdict"] == "FAIL");
+  CHECK(compare["exit_code"] == 3);
+  CHECK(compare["allowed_differences"][0] == "optimizer.lr: 0.001 in A, 0.00001 in B");
+  REQUIRE_FALSE(compare["failures"].empty());
+  CHECK_THAT(compare["failures"][0].get<std::string>(), Catch::Contains("below the baseline's"));
+  CHECK_THAT(read_file_text(out + "/ab/compare.md"), Catch::Contains("optimizer.lr: 0.001 in A, 0.00001 in B"));
+}
+
+TEST_CASE("an overflow storm in B FAILs with exit 3 and names the layer to keep in FP32", "[slow][cli][compare]") {
+  const std::string out = scratch_dir("ab-storm");
+  const std::string planted = planted_spec(
+      out, "", "",
+      "debug:\n  inject_nonfinite_grad_at: [20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130]\n"
+      "  inject_nonfinite_param: hidden.0.weight\n");
+  CommandResult run = run_mpt({"ab-compare", kFp32, planted, "train.max_steps=200", "train.log_every_steps=10",
+                               "data.test_limit=2000", "--allow-diff", "debug.", "--out", out + "/ab"});
+  INFO(run.output);
+  CHECK(run.exit_code == 3);
+  nlohmann::json compare = read_json(out + "/ab/compare.json");
+  CHECK(compare["verdict"] == "FAIL");
+  CHECK(compare["b"]["loss_scale"]["skipped_steps"] == 12);
+  CHECK(compare["b"]["loss_scale"]["backoffs"] == 12);
+  CHECK_THAT(compare["failures"].dump(), Catch::Contains("skipped 12 of 200 optimizer steps (6.00%)"));
+  REQUIRE_FALSE(compare["suspects"].empty());
+  CHECK_THAT(compare["suspects"][0].get<std::string>(), Catch::Contains("hidden.0.weight"));
+  CHECK_THAT(compare["notes"].dump(), Catch::Contains("precision.fp32_modules"));
+  // The report marks each backoff on the loss-scale chart.
+  const std::string html = read_file_text(out + "/ab/report.html");
+  CHECK_THAT(html, Catch::Contains("B: backoff at step 130"));
+}
+
+TEST_CASE("ab-compare usage errors exit 2 with the reason", "[fast][cli][compare]") {
+  const std::string dir = scratch_dir("ab-usage");
+  CommandResult mixed_kinds = run_mpt({"ab-compare", dir, kMixed});
+  CHECK(mixed_kinds.exit_code == 2);
+  CHECK_THAT(mixed_kinds.output, Catch::Contains("two specs or two run directories"));
+
+  CommandResult typo = run_mpt({"ab-compare", kFp32, kMixed, "--allow-diff", "optimizer.lrr"});
+  CHECK(typo.exit_code == 2);
+  CHECK_THAT(typo.output, Catch::Contains("did you mean optimizer.lr?"));
+
+  CommandResult no_runs = run_mpt({"ab-compare", dir, dir});
+  CHECK(no_runs.exit_code == 2);
+  CHECK_THAT(no_runs.output, Catch::Contains("no config.yaml"));
+
+  CHECK(run_mpt({"ab-compare", kFp32, kMixed, "--repeats", "0"}).exit_code == 2);
+  CHECK(run_mpt({"ab-compare", kFp32}).exit_code == 2);
+}
