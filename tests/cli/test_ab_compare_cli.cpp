@@ -154,3 +154,21 @@ TEST_CASE("ab-compare usage errors exit 2 with the reason", "[fast][cli][compare
   CHECK(run_mpt({"ab-compare", kFp32, kMixed, "--repeats", "0"}).exit_code == 2);
   CHECK(run_mpt({"ab-compare", kFp32}).exit_code == 2);
 }
+
+TEST_CASE("--repeats trains each side once per seed and reports the seed-to-seed noise", "[slow][cli][compare]") {
+  const std::string out = scratch_dir("ab-repeats");
+  CommandResult run = run_mpt({"ab-compare", kFp32, kMixed, "train.max_steps=60", "train.log_every_steps=10",
+                               "data.train_limit=8192", "data.test_limit=1000", "--repeats", "2", "--out", out});
+  INFO(run.output);
+  CHECK((run.exit_code == 0 || run.exit_code == 3));  // the verdict is not the point here
+  for (const char* dir : {"A-mlp_fmnist_fp32", "B-mlp_fmnist_mixed", "A-mlp_fmnist_fp32-seed1", "B-mlp_fmnist_mixed-seed1"})
+    CHECK(std::filesystem::exists(out + "/" + dir + "/summary.json"));
+  CHECK(read_json(out + "/A-mlp_fmnist_fp32-seed1/summary.json")["steps"] == 60);
+  CHECK_THAT(read_file_text(out + "/A-mlp_fmnist_fp32-seed1/config.yaml"), Catch::Contains("seed: 1"));
+  nlohmann::json compare = read_json(out + "/compare.json");
+  CHECK(compare["repeats"] == 2);
+  CHECK(compare["a"]["accuracies"].size() == 2);
+  CHECK(compare["b"]["accuracies"].size() == 2);
+  CHECK(compare["a"]["accuracies"][0] != compare["a"]["accuracies"][1]);  // different seeds, different runs
+  CHECK_THAT(compare["notes"].dump(), Catch::Contains("seed-to-seed noise (pooled std over 2 seeds)"));
+}
