@@ -155,7 +155,7 @@ TEST_CASE("ab-compare usage errors exit 2 with the reason", "[fast][cli][compare
   CHECK(run_mpt({"ab-compare", kFp32}).exit_code == 2);
 }
 
-TEST_CASE("--repeats trains each side once per seed and reports the seed-to-seed noise", "[slow][cli][compare]") {
+TEST_CASE("ab-compare with --repeats trains each side once per seed and reports the seed-to-seed noise", "[slow][cli][compare]") {
   const std::string out = scratch_dir("ab-repeats");
   CommandResult run = run_mpt({"ab-compare", kFp32, kMixed, "train.max_steps=60", "train.log_every_steps=10",
                                "data.train_limit=8192", "data.test_limit=1000", "--repeats", "2", "--out", out});
