@@ -2,17 +2,14 @@
 // them and write compare.json, compare.md and report.html. Each run is a child `mpt train` process, so peak
 // memory, threads and a crash belong to that run alone, and an interrupted comparison resumes where it stopped.
 #include <fmt/format.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <csignal>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 
 #include "app/commands.h"
 #include "core/common/error.h"
+#include "core/common/process.h"
 #include "core/compare/comparison.h"
 #include "core/compare/report.h"
 #include "core/config/load.h"
@@ -20,8 +17,6 @@
 #include "core/config/schema.h"
 #include "core/io/files.h"
 #include "core/io/run_dir.h"
-
-extern char** environ;
 
 namespace mpt::app {
 namespace {
@@ -101,23 +96,12 @@ bool finished_with_same_spec(const PlannedRun& run) {
   return true;
 }
 
-// Runs `mpt train` in a child process; returns its exit code (128 + signal when killed).
+// Runs `mpt train` in a child process (output to our terminal; Ctrl-C reaches it directly); returns its exit code.
 int run_child_train(const PlannedRun& run) {
-  std::vector<std::string> args = {"mpt", "train", run.spec_path};
+  std::vector<std::string> args = {process::self_executable(), "train", run.spec_path};
   args.insert(args.end(), run.overrides.begin(), run.overrides.end());
   args.insert(args.end(), {"--run-dir", run.dir, "--resume", "auto"});
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-
-  pid_t pid = 0;
-  if (int error = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ); error != 0)
-    throw Error(fmt::format("could not start `mpt train` for {}: {}", run.dir, std::strerror(error)));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error(fmt::format("waiting for `mpt train` ({}): {}", run.dir, std::strerror(errno)));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return process::run_child(args, {}).exit_code;
 }
 
 std::string run_dir_name(const std::string& side, const config::Spec& spec, int repeat) {
