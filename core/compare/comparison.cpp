@@ -58,6 +58,7 @@ SideStats side_stats(const std::vector<RunRecord>& runs, double target) {
 
   const Curve& loss = first.train_loss;
   side.roughness = roughness(loss.values);
+  if (!loss.empty()) side.final_smoothed_loss = trailing_mean(loss.values, convergence_window(loss.size())).back();
   if (!loss.empty() && !std::isnan(target)) {
     const auto smoothed = trailing_mean(loss.values, convergence_window(loss.size()));
     if (auto index = first_at_or_below(smoothed, target)) {
@@ -185,9 +186,13 @@ Comparison compare_runs(const std::vector<RunRecord>& a_runs, const std::vector<
     fail("the runs have no evaluation metric to compare (did they evaluate?)");
   }
 
-  if (std::isfinite(c.convergence_target) && !c.b.steps_to_target)
-    fail(fmt::format("B never reached the baseline's loss {:.4f} (A's smoothed loss at {:.0f}% of training)",
-                     c.convergence_target, 100 * thresholds.convergence_point));
+  // Missing the target by a hair at the very end is noise; ending clearly above it is slower convergence.
+  if (std::isfinite(c.convergence_target) && !c.b.steps_to_target &&
+      !(c.b.final_smoothed_loss <= c.convergence_target * (1.0 + thresholds.max_final_loss_excess)))
+    fail(fmt::format("B never reached the baseline's loss {:.4f} (A's smoothed loss at {:.0f}% of training) and "
+                     "ended at {:.4f}, more than {} above it",
+                     c.convergence_target, 100 * thresholds.convergence_point, c.b.final_smoothed_loss,
+                     percent(thresholds.max_final_loss_excess)));
 
   const double roughness_ratio = c.a.roughness > 0 ? c.b.roughness / c.a.roughness : 1.0;
   if (roughness_ratio > thresholds.max_roughness_ratio)
@@ -214,8 +219,8 @@ std::vector<std::string> metric_definitions(const Thresholds& t) {
       fmt::format("Convergence: each train-loss curve is smoothed by a trailing mean over 5% of its logged points; "
                   "the target is A's smoothed loss at {:.0f}% of its steps; reported are the first step (and the "
                   "training seconds, from the logged throughput) at which each smoothed curve reaches it. B fails "
-                  "when it never does.",
-                  100 * t.convergence_point),
+                  "when it never does and ends more than {} above it.",
+                  100 * t.convergence_point, percent(t.max_final_loss_excess)),
       fmt::format("Roughness: RMS of a loss curve's residual from its local quadratic trend (least-squares parabola "
                   "over {} points either side), divided by the curve's mean, over the points after the first 10%; "
                   "0.01 is ~1% jitter. B fails above {:.1f}x A's.",
@@ -247,6 +252,7 @@ nlohmann::json side_json(const SideStats& s) {
       {"accuracy_stddev", s.accuracy_stddev},
       {"eval_loss", finite_or_null(s.eval_loss)},
       {"final_train_loss", finite_or_null(s.final_train_loss)},
+      {"final_smoothed_loss", finite_or_null(s.final_smoothed_loss)},
       {"steps_to_target", optional_json(s.steps_to_target)},
       {"seconds_to_target", optional_json(s.seconds_to_target)},
       {"roughness", finite_or_null(s.roughness)},
@@ -289,7 +295,8 @@ nlohmann::json to_json(const Comparison& c) {
         {"max_eval_loss_rise", c.thresholds.max_eval_loss_rise},
         {"max_roughness_ratio", c.thresholds.max_roughness_ratio},
         {"max_skipped_fraction", c.thresholds.max_skipped_fraction},
-        {"convergence_point", c.thresholds.convergence_point}}},
+        {"convergence_point", c.thresholds.convergence_point},
+        {"max_final_loss_excess", c.thresholds.max_final_loss_excess}}},
       {"definitions", metric_definitions(c.thresholds)},
   };
 }

@@ -18,6 +18,7 @@ struct Thresholds {
   double max_roughness_ratio = 2.0;     // B's loss-curve roughness over A's
   double max_skipped_fraction = 0.05;   // of B's optimizer steps skipped on overflow
   double convergence_point = 0.9;       // the target is A's smoothed loss at this fraction of its training
+  double max_final_loss_excess = 0.02;  // B missing the target fails only when it ends this far above it
 };
 
 // One side's numbers; accuracy and eval loss are means over its repeats, the rest come from its first run.
@@ -32,6 +33,7 @@ struct SideStats {
   double accuracy_stddev = 0.0;
   double eval_loss = NAN;
   double final_train_loss = NAN;
+  double final_smoothed_loss = NAN;  // the convergence smoothing at the last logged step
   std::optional<int64_t> steps_to_target;
   std::optional<double> seconds_to_target;
   double roughness = 0.0;

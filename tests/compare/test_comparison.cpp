@@ -93,6 +93,10 @@ TEST_CASE("a rough loss curve, a plateau above the target, or an overflow storm 
   CHECK(plateau.verdict == Verdict::kFail);
   CHECK_FALSE(plateau.b.steps_to_target.has_value());
   CHECK(mentions(plateau.failures, "never reached the baseline's loss"));
+  // Missing the target by a hair at the end (~1% here) is noise, not slower convergence.
+  Comparison hair = compare_runs({synthetic_run("fp32", 0.9, 1)}, {synthetic_run("mixed", 0.9, 1, 0.002, 0.312)}, {});
+  CHECK_FALSE(hair.b.steps_to_target.has_value());
+  CHECK(hair.verdict == Verdict::kPass);
 
   RunRecord storm = synthetic_run("mixed", 0.9, 1);
   storm.summary["skipped_steps"] = 80;
