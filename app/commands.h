@@ -28,6 +28,14 @@ struct AbCompareOptions {
 // Exit 0 on PASS, 3 on FAIL, 1 when a run failed, 2 on bad usage.
 int run_ab_compare(const AbCompareOptions& options);
 
+struct NightlyOptions {
+  std::string suite_path;
+  std::string root;  // empty: runs/nightly/SUITE_NAME
+};
+
+// Exit 0 all ok, 1 a job failed, 3 a regression, 75 another night holds the lock, 2 a bad suite.
+int run_nightly(const NightlyOptions& options);
+
 // `mpt inspect`: the model a spec builds, its parameters per top-level module, total, and FLOPs per sample.
 int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json);
 

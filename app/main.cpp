@@ -38,6 +38,12 @@ int main(int argc, char** argv) {
       ->default_str("0.005")
       ->check(CLI::Range(0.0, 1.0));
 
+  mpt::app::NightlyOptions nightly;
+  CLI::App* nightly_cmd = cli.add_subcommand(
+      "nightly", "Run a suite of train and A/B jobs unattended (cron): lock, history, regressions, recovery");
+  nightly_cmd->add_option("suite", nightly.suite_path, "Suite (YAML)")->required();
+  nightly_cmd->add_option("--root", nightly.root, "Folder of nights, history and trends (default runs/nightly/SUITE)");
+
   std::string inspect_spec;
   std::vector<std::string> inspect_overrides;
   bool inspect_json = false;
@@ -62,6 +68,7 @@ int main(int argc, char** argv) {
   try {
     if (*train_cmd) return mpt::app::run_train(train);
     if (*ab_cmd) return mpt::app::run_ab_compare(ab);
+    if (*nightly_cmd) return mpt::app::run_nightly(nightly);
     if (*keys_cmd) return mpt::app::run_keys(markdown);
     if (*doctor_cmd) return mpt::app::run_doctor();
     if (*inspect_cmd) return mpt::app::run_inspect(inspect_spec, inspect_overrides, inspect_json);

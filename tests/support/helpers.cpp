@@ -1,7 +1,10 @@
 // Test helpers over popen and the filesystem.
 #include "tests/support/helpers.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -31,6 +34,50 @@ CommandResult run_mpt(const std::vector<std::string>& args) {
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int64_t max_file_kib) {
+  std::string command = "trap '' XFSZ; ulimit -f " + std::to_string(max_file_kib) + "; exec " + shell_quote(MPT_BINARY);
+  for (const auto& arg : args) command += " " + shell_quote(arg);
+  command += " 2>&1";
+  CommandResult result{-1, ""};
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return result;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+int start_mpt(const std::vector<std::string>& args, const std::string& log_path) {
+  std::vector<std::string> owned = {MPT_BINARY};
+  owned.insert(owned.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : owned) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here, so that kill_hard works even before the child ran
+  return pid;
+}
+
+void kill_hard(int pid) {
+  kill(-pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+int wait_mpt(int pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 std::string scratch_dir(const std::string& name) {

@@ -16,6 +16,17 @@ struct CommandResult {
 // Runs `mpt ARGS...` (each argument shell-quoted) and captures its output and exit code.
 CommandResult run_mpt(const std::vector<std::string>& args);
 
+// Same as run_mpt, in a shell whose file-size limit is `max_file_kib` (SIGXFSZ ignored, so writes past the
+// limit fail with EFBIG): a disk that fills up.
+CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int64_t max_file_kib);
+
+// Starts `mpt ARGS...` in its own process group, output to `log_path`, without waiting; returns its pid.
+int start_mpt(const std::vector<std::string>& args, const std::string& log_path);
+// kill -9 of the whole process group started by start_mpt (the power cut), then reaps it.
+void kill_hard(int pid);
+// Waits for a start_mpt process; returns its exit code.
+int wait_mpt(int pid);
+
 // A fresh empty folder under the system temp dir, named after the test.
 std::string scratch_dir(const std::string& name);
 

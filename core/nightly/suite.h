@@ -1,0 +1,38 @@
+// A nightly suite: the jobs a team runs every night (train specs and A/B pairs), their budgets, and the
+// regression and retention rules. Paths in a suite are relative to the suite file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mpt::nightly {
+
+struct Job {
+  std::string name;                    // unique in the suite; the job's folder in each night
+  std::string kind;                    // "train" or "ab_compare"
+  std::vector<std::string> specs;      // one for train, two (A, B) for ab_compare; absolute paths
+  std::vector<std::string> overrides;  // key=value, as on the command line
+  std::vector<std::string> allow_diff; // ab_compare only
+  double time_budget_sec = 0.0;        // 0: none
+  std::vector<std::string> tags;
+};
+
+struct RegressionRules {
+  int window = 5;                  // compare with the median of the last N successful nights
+  double throughput_drop = 0.07;   // relative drop in samples/s (train) or speed-up (ab_compare)
+  double accuracy_drop = 0.005;    // absolute drop in test accuracy
+};
+
+struct Suite {
+  std::string path;
+  std::string name;
+  std::vector<Job> jobs;
+  RegressionRules regression;
+  int keep_nights = 14;            // retention: the newest good night is kept beyond this
+  double disk_budget_gb = 0.0;     // 0: none; oldest nights go first (never the newest good one)
+};
+
+// Reads and validates SUITE.yaml; every problem is reported at once as a UsageError (exit 2) naming file:line.
+Suite load_suite(const std::string& path);
+
+}  // namespace mpt::nightly

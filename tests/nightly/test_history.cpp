@@ -1,0 +1,93 @@
+// Nightly building blocks without running jobs: regression rules, the history file, suite validation.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "core/common/error.h"
+#include "core/nightly/history.h"
+#include "core/nightly/suite.h"
+#include "tests/support/helpers.h"
+
+using namespace mpt::nightly;
+using nlohmann::json;
+
+namespace {
+
+json record(const std::string& night, const std::string& status, double samples_per_sec, double accuracy,
+            const std::string& job = "mlp") {
+  return {{"job", job}, {"kind", "train"}, {"night", night}, {"status", status},
+          {"metrics", {{"samples_per_sec", samples_per_sec}, {"accuracy", accuracy}}}};
+}
+
+}  // namespace
+
+TEST_CASE("regressions are judged against the median of the last N good nights of the same job", "[fast][nightly]") {
+  const std::vector<json> history = {record("n1", "ok", 100, 0.90), record("n2", "ok", 50, 0.80),  // n2 falls out
+                                     record("n3", "ok", 100, 0.90), record("n4", "failed", 1, 0.10),
+                                     record("n5", "ok", 104, 0.91), record("n6", "ok", 98, 0.89),
+                                     record("n6", "ok", 1, 0.1, "other job")};
+  RegressionRules rules;
+  rules.window = 3;  // n3, n5, n6: medians 100 samples/s and 0.90
+  CHECK(find_regressions(record("n7", "ok", 94, 0.896), history, rules).empty());  // -6%, -0.4 points
+  auto slow = find_regressions(record("n7", "ok", 92, 0.90), history, rules);
+  REQUIRE(slow.size() == 1);
+  CHECK_THAT(slow[0], Catch::Contains("samples_per_sec 92 is 8.0% below the median 100 of the last 3 good night(s)"));
+  auto worse = find_regressions(record("n7", "ok", 100, 0.89), history, rules);
+  REQUIRE(worse.size() == 1);
+  CHECK_THAT(worse[0], Catch::Contains("accuracy 0.8900 is 1.00 points below the median 0.9000"));
+  // Tonight's own record is never its own baseline; no history at all means nothing to compare.
+  CHECK(find_regressions(record("n1", "ok", 1, 0.1), {record("n1", "ok", 100, 0.9)}, rules).empty());
+
+  auto diverged = find_regressions(record("n7", "diverged", 0, 0.1), history, rules);
+  REQUIRE(diverged.size() == 1);
+  CHECK_THAT(diverged[0], Catch::Contains("new divergence"));
+  std::vector<json> already = history;
+  already.push_back(record("n7", "diverged", 0, 0.1));
+  CHECK(find_regressions(record("n8", "diverged", 0, 0.1), already, rules).empty());  // not new
+  CHECK(median({3, 1, 2}) == 2);
+  CHECK(median({4, 1, 2, 3}) == 2.5);
+}
+
+TEST_CASE("history.jsonl: appended line by line, a torn last line ignored, a damaged one named", "[fast][nightly]") {
+  const std::string dir = mpt::testing::scratch_dir("history");
+  const std::string path = dir + "/history.jsonl";
+  append_history(path, record("n1", "ok", 1, 0.5));
+  append_history(path, record("n2", "ok", 2, 0.6));
+  REQUIRE(read_history(path).size() == 2);
+  CHECK(read_history(path)[1]["night"] == "n2");
+  std::ofstream(path, std::ios::app) << R"({"job": "mlp", "nigh)";  // a crash mid-append
+  CHECK(read_history(path).size() == 2);
+  append_history(path, record("n3", "ok", 3, 0.7));  // now the torn line is in the middle
+  CHECK_THROWS_WITH(read_history(path), Catch::Contains("history.jsonl:3: not a JSON object"));
+  CHECK(read_history(dir + "/none.jsonl").empty());
+}
+
+TEST_CASE("a bad suite is one usage error listing every problem with file:line", "[fast][nightly]") {
+  const std::string dir = mpt::testing::scratch_dir("suite");
+  const std::string spec = mpt::testing::source_path("configs/mlp_fmnist_mixed.yaml");
+  const std::string path = dir + "/suite.yaml";
+  std::ofstream(path) << "suite: s\nkeep_nigths: 3\njobs:\n"
+                      << "  - name: a\n    train: " << spec << "\n"
+                      << "  - name: a\n    train: missing.yaml\n"
+                      << "  - name: b\n    ab_compare: [" << spec << "]\n"
+                      << "  - name: c\n    train: " << spec << "\n    time_budget_min: soon\n";
+  try {
+    load_suite(path);
+    FAIL("expected a usage error");
+  } catch (const mpt::UsageError& e) {
+    const std::string message = e.what();
+    CHECK_THAT(message, Catch::Contains("suite.yaml:2: unknown suite key 'keep_nigths'"));
+    CHECK_THAT(message, Catch::Contains("name: 'a' is used by another job"));
+    CHECK_THAT(message, Catch::Contains("no such spec " + dir + "/missing.yaml"));  // relative to the suite
+    CHECK_THAT(message, Catch::Contains("ab_compare: expected [A.yaml, B.yaml]"));
+    CHECK_THAT(message, Catch::Contains("time_budget_min: expected a number of minutes, got 'soon'"));
+  }
+  std::ofstream(path) << "suite: good\njobs:\n  - name: a\n    train: " << spec
+                      << "\n    overrides: [train.max_steps=5]\n    time_budget_min: 2\n";
+  const Suite suite = load_suite(path);
+  CHECK(suite.name == "good");
+  REQUIRE(suite.jobs.size() == 1);
+  CHECK(suite.jobs[0].kind == "train");
+  CHECK(suite.jobs[0].time_budget_sec == 120);
+  CHECK(suite.jobs[0].overrides == std::vector<std::string>{"train.max_steps=5"});
+}
