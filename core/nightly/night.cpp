@@ -181,11 +181,10 @@ std::vector<std::string> prune_nights(const std::string& root, const std::string
     deleted.push_back(night);
     nights.erase(std::find(nights.begin(), nights.end(), night));
   };
-  while (static_cast<int>(nights.size()) > keep_nights) {
-    auto victim = std::find_if(nights.begin(), nights.end(), [&](const auto& n) { return !protected_night(n); });
-    if (victim == nights.end()) break;
-    remove_night(*victim);
-  }
+  // The newest keep_nights stay; older ones go unless protected.
+  const std::vector<std::string> older(nights.begin(), nights.end() - std::min<ptrdiff_t>(keep_nights, nights.size()));
+  for (const auto& night : older)
+    if (!protected_night(night)) remove_night(night);
   if (disk_budget_gb > 0) {
     const double budget = disk_budget_gb * 1024 * 1024 * 1024;
     auto total = [&] {

@@ -1,10 +1,12 @@
 // Nightly building blocks without running jobs: regression rules, the history file, suite validation.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 #include "core/common/error.h"
 #include "core/nightly/history.h"
+#include "core/nightly/night.h"
 #include "core/nightly/suite.h"
 #include "tests/support/helpers.h"
 
@@ -90,4 +92,32 @@ TEST_CASE("a bad suite is one usage error listing every problem with file:line",
   CHECK(suite.jobs[0].kind == "train");
   CHECK(suite.jobs[0].time_budget_sec == 120);
   CHECK(suite.jobs[0].overrides == std::vector<std::string>{"train.max_steps=5"});
+}
+
+TEST_CASE("retention keeps the newest K nights and never deletes the newest good night", "[fast][nightly]") {
+  const std::string root = mpt::testing::scratch_dir("retention");
+  auto night = [&](const std::string& name, const std::string& job_status) {
+    std::filesystem::create_directories(root + "/" + name);
+    std::ofstream(root + "/" + name + "/night.json")
+        << json{{"status", "finished"}, {"jobs", {{{"status", job_status}}}}}.dump();
+    std::ofstream(root + "/" + name + "/big.bin") << std::string(1 << 20, 'x');  // 1 MiB
+  };
+  night("2026-01-01_020000", "ok");
+  night("2026-01-02_020000", "ok");  // the newest good night
+  night("2026-01-03_020000", "failed");
+  night("2026-01-04_020000", "failed");
+  night("2026-01-05_020000", "failed");
+  std::filesystem::create_directories(root + "/not-a-night");  // no night.json: never touched
+
+  const auto deleted = prune_nights(root, "2026-01-05_020000", 2, 0.0);
+  CHECK(deleted == std::vector<std::string>{"2026-01-01_020000", "2026-01-03_020000"});
+  CHECK(std::filesystem::exists(root + "/2026-01-02_020000"));  // kept beyond K: the newest good one
+  CHECK(std::filesystem::exists(root + "/2026-01-04_020000"));
+  CHECK(std::filesystem::exists(root + "/not-a-night"));
+
+  // A 2.5 MiB budget over three 1 MiB nights: the oldest deletable goes, the good and the current stay.
+  const auto over_budget = prune_nights(root, "2026-01-05_020000", 10, 2.5 / 1024);
+  CHECK(over_budget == std::vector<std::string>{"2026-01-04_020000"});
+  CHECK(std::filesystem::exists(root + "/2026-01-02_020000"));
+  CHECK(std::filesystem::exists(root + "/2026-01-05_020000"));
 }

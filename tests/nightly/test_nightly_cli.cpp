@@ -245,3 +245,24 @@ TEST_CASE("a full disk during a checkpoint or a history append leaves the previo
   CHECK_THAT(night.output, Catch::Contains("the history is as it was before"));
   CHECK(read_file_text(root + "/history.jsonl") == before);
 }
+
+TEST_CASE("a job over its time budget is stopped with a checkpoint and reported as timeout; the rest run",
+          "[slow][cli][nightly]") {
+  const std::string dir = scratch_dir("nightly-budget");
+  const std::string suite = write_suite(
+      dir, "  - name: endless\n    train: " + kMixed +
+               "\n    overrides: [train.epochs=1000, data.train_limit=8192, data.test_limit=500]\n"
+               "    time_budget_min: 0.05\n" +
+               train_job("after"));
+  CommandResult night = run_mpt({"nightly", suite, "--root", dir + "/root"});
+  INFO(night.output);
+  CHECK(night.exit_code == 1);
+  const auto history = read_jsonl(dir + "/root/history.jsonl");
+  REQUIRE(history.size() == 2);
+  CHECK(history[0]["status"] == "timeout");
+  CHECK(history[0]["seconds"].get<double>() < 30);
+  CHECK_THAT(history[0]["reason"].get<std::string>(), Catch::Contains("time budget of 3 s"));
+  CHECK(read_json(dir + "/root/latest/endless/summary.json")["status"] == "interrupted");  // SIGTERM: checkpointed
+  CHECK_FALSE(fs::is_empty(dir + "/root/latest/endless/checkpoints"));
+  CHECK(history[1]["status"] == "ok");
+}
