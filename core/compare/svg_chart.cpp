@@ -71,7 +71,10 @@ std::string svg_line_chart(const ChartSpec& chart) {
   }
   if (chart.x_from_zero) x_min = std::min(x_min, 0.0);
   if (x_max == x_min) x_max = x_min + 1;
-  if (y_max == y_min) y_min -= 0.5, y_max += 0.5;
+  if (y_max == y_min) {  // a flat line: a band around it in proportion to its value
+    const double half = y_min != 0.0 ? std::abs(y_min) * 0.05 : 0.01;
+    y_min -= half, y_max += half;
+  }
   const double pad = (y_max - y_min) * 0.05;
   y_min -= pad, y_max += pad;
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
@@ -96,9 +99,13 @@ std::string svg_line_chart(const ChartSpec& chart) {
                        R"(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="end">{}</text>)" "\n",
                        kLeft, py(t), kLeft + plot_w, py(t), kLeft - 6, py(t) + 4, label);
   }
+  bool integral_x = true;  // night numbers, steps: no tick at 1.5
+  for (const auto& s : chart.series)
+    for (double x : s.x) integral_x = integral_x && x == std::floor(x);
   for (double t : nice_ticks(x_min, x_max, 6))
-    svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="middle">{}</text>)" "\n", px(t),
-                       kTop + plot_h + 16, tick_label(t));
+    if (!integral_x || t == std::floor(t))
+      svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="middle">{}</text>)" "\n", px(t),
+                         kTop + plot_h + 16, tick_label(t));
   svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" class="axis" text-anchor="middle">{}</text>)" "\n",
                      kLeft + plot_w / 2, kHeight - 8, xml_escape(chart.x_label));
   svg += fmt::format(R"svg(<text x="14" y="{:.1f}" class="axis" text-anchor="middle" transform="rotate(-90 14 {:.1f})">{}</text>)svg"
