@@ -11,6 +11,7 @@
 #include "core/config/resolve.h"
 #include "core/config/sections.h"
 #include "core/io/run_dir.h"
+#include "core/train/stack.h"
 #include "core/train/summary.h"
 
 namespace mpt::app {
@@ -21,10 +22,6 @@ std::atomic<bool> g_stop_requested{false};
 void request_stop(int signal) {
   g_stop_requested = true;
   std::signal(signal, SIG_DFL);  // a second Ctrl-C stops at once
-}
-
-int64_t steps_per_epoch(int64_t batches_per_epoch, int64_t grad_accum_steps) {
-  return std::max<int64_t>(1, batches_per_epoch / grad_accum_steps);
 }
 
 }  // namespace
@@ -61,39 +58,18 @@ int run_train(const TrainOptions& options) {
   logger->info("data {}: {} train / {} test samples, {} batches of {} per epoch", c.data.name, train_set.size(),
                test_set.size(), train_loader.batches_per_epoch(), c.data.batch_size);
 
-  const data::SampleShape sample = data::sample_shape(c.data);
-  const models::DataShape shape = models::data_shape(sample);
-  precision::NumericsMonitor numerics;
-  const precision::ModulePolicy policy(c.precision.fp32_modules, c.check_numerics ? &numerics : nullptr);
-  models::Model model = models::build_model(c.model, shape, policy);
-  model->to(device);
-  const torch::ScalarType compute_dtype = precision::compute_dtype(c.precision.mode);
-  std::unique_ptr<precision::MasterWeights> master_weights;
-  if (c.precision.strategy == "master_weights")
-    master_weights = std::make_unique<precision::MasterWeights>(*model, policy, compute_dtype);
-  const auto fp32_weights = master_weights ? master_weights->masters().values() : model->parameters();
-
-  const int64_t per_epoch = steps_per_epoch(train_loader.batches_per_epoch(), c.train.grad_accum_steps);
-  const int64_t global_batch = c.data.batch_size * c.train.grad_accum_steps;
-  c.train.total_steps = c.max_steps > 0 ? c.max_steps : c.epochs * per_epoch;
-  if (c.train.eval_every_steps == 0) c.train.eval_every_steps = per_epoch;
-  const train::ScaledLr scaled =
-      train::apply_linear_scaling(c.optimizer.lr, c.schedule.warmup_steps, global_batch, c.base_batch_size);
-  c.schedule.peak_lr = scaled.lr;
-  c.schedule.warmup_steps = scaled.warmup_steps;
-  c.schedule.total_steps = c.train.total_steps;
+  const models::DataShape shape = models::data_shape(data::sample_shape(c.data));
+  train::TrainingStack stack = train::build_training_stack(c, shape, train_loader.batches_per_epoch(), device);
   if (c.base_batch_size > 0)
-    logger->info("linear scaling rule: global batch {} / base {} -> lr {:g}, warmup {} steps", global_batch,
-                 c.base_batch_size, scaled.lr, scaled.warmup_steps);
+    logger->info("linear scaling rule: global batch {} / base {} -> lr {:g}, warmup {} steps", stack.global_batch,
+                 c.base_batch_size, stack.scaled.lr, stack.scaled.warmup_steps);
 
   io::JsonlWriter metrics(run_dir + "/metrics.jsonl");
   io::TensorBoardWriter tensorboard(run_dir);  // a new file per invocation: TensorBoard merges them
   io::CheckpointStore checkpoints(run_dir + "/checkpoints", c.checkpoint_keep_last);
   io::Progress progress(c.progress == "bar" || (c.progress == "auto" && io::stderr_is_live_terminal()));
-  train::PrecisionRuntime runtime{precision::LossScaler(c.precision.loss_scale), compute_dtype, master_weights.get(),
-                                  c.check_numerics ? &numerics : nullptr};
-  train::Trainer trainer(c.train, c.schedule, model, train::build_optimizer(c.optimizer, fp32_weights),
-                         std::move(runtime), device, train_loader, test_set,
+  train::Trainer trainer(c.train, c.schedule, stack.model, std::move(stack.optimizer), stack.precision_runtime(),
+                         device, train_loader, test_set,
                          train::RunSinks{metrics, events, logger, checkpoints, progress, tensorboard});
   if (plan.resume_from) trainer.resume(*plan.resume_from);
   if (trainer.step() >= c.train.total_steps && std::filesystem::exists(run_dir + "/summary.json")) {
@@ -117,7 +93,7 @@ int run_train(const TrainOptions& options) {
   context.threads = threads;
   context.tf32 = tf32;
   context.blas = blas;
-  context.global_batch_size = global_batch;
+  context.global_batch_size = stack.global_batch;
   context.total_steps = c.train.total_steps;
   context.peak_memory_bytes = hardware::peak_rss_bytes();
   context.wall_time_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

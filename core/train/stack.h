@@ -1,0 +1,38 @@
+// The training stack a resolved spec describes: model on the device, the precision machinery and an optimizer
+// over the FP32 weights, with the step counts and LR schedule filled in. `mpt train` and `mpt bench` build the
+// same stack, so a benchmark measures exactly the step that training runs.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "core/config/sections.h"
+#include "core/precision/master_weights.h"
+#include "core/precision/numerics.h"
+#include "core/train/schedule.h"
+#include "core/train/trainer.h"
+#include "models/registry.h"
+
+namespace mpt::train {
+
+struct TrainingStack {
+  std::unique_ptr<precision::NumericsMonitor> numerics;  // outlives the model, whose runners point at it
+  models::Model model;
+  std::unique_ptr<precision::MasterWeights> master_weights;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  torch::ScalarType compute_dtype = torch::kFloat;
+  precision::LossScaleConfig loss_scale;
+  int64_t global_batch = 0;
+  ScaledLr scaled;  // the LR and warmup after the linear scaling rule
+
+  // A fresh scaler (its state comes from a checkpoint on resume) with the stack's dtype and strategy.
+  PrecisionRuntime precision_runtime() const;
+};
+
+// Builds the stack for `c` on `device`; fills c.train.total_steps (from epochs and batches_per_epoch unless
+// max_steps is set), c.train.eval_every_steps (per epoch when 0) and c.schedule's peak LR, warmup and length.
+TrainingStack build_training_stack(config::ExperimentConfig& c, const models::DataShape& shape,
+                                   int64_t batches_per_epoch, torch::Device device);
+
+}  // namespace mpt::train
