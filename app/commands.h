@@ -36,6 +36,22 @@ struct NightlyOptions {
 // Exit 0 all ok, 1 a job failed, 3 a regression, 75 another night holds the lock, 2 a bad suite.
 int run_nightly(const NightlyOptions& options);
 
+struct BenchOptions {
+  std::string spec_path;
+  std::vector<std::string> overrides;
+  int64_t steps = 30;
+  int64_t warmup = 5;
+  bool real_data = false;
+  bool measure_peak = true;
+  bool json = false;
+  std::string json_out;  // also write the JSON here (used by --max-batch trials)
+  bool max_batch = false;
+  int64_t memory_budget_mib = 8192;
+};
+
+// Measures a spec's training step (or, with max_batch, the largest batch per precision within a budget).
+int run_bench(const BenchOptions& options);
+
 // `mpt inspect`: the model a spec builds, its parameters per top-level module, total, and FLOPs per sample.
 int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json);
 

@@ -7,9 +7,11 @@
 
 #include "app/commands.h"
 #include "core/common/error.h"
+#include "core/common/hardware.h"
 #include "mpt/version.h"
 
 int main(int argc, char** argv) {
+  mpt::hardware::tune_host_allocator();
   CLI::App cli{"mpt: mixed-precision training on LibTorch"};
   cli.require_subcommand(1);
   cli.set_version_flag("--version", std::string("mpt ") + mpt::kVersion + " (git " + mpt::kGitHash + ", LibTorch " +
@@ -44,6 +46,22 @@ int main(int argc, char** argv) {
   nightly_cmd->add_option("suite", nightly.suite_path, "Suite (YAML)")->required();
   nightly_cmd->add_option("--root", nightly.root, "Folder of nights, history and trends (default runs/nightly/SUITE)");
 
+  mpt::app::BenchOptions bench;
+  CLI::App* bench_cmd = cli.add_subcommand(
+      "bench", "Measure a spec's training step: samples/s, step time, breakdown, FLOP/s, MFU, peak memory");
+  bench_cmd->add_option("spec", bench.spec_path, "Experiment spec (YAML)")->required();
+  bench_cmd->add_option("overrides", bench.overrides, "key=value overrides");
+  bench_cmd->add_option("--steps", bench.steps, "Timed steps")->check(CLI::Range(1, 1000000));
+  bench_cmd->add_option("--warmup", bench.warmup, "Untimed steps first")->check(CLI::Range(0, 1000000));
+  bench_cmd->add_flag("--real-data", bench.real_data, "Use the real data loader instead of synthetic batches");
+  bench_cmd->add_flag("--json", bench.json, "Print JSON instead of a table");
+  bench_cmd->add_flag("!--no-peak", bench.measure_peak, "Skip the GEMM peak probe (no MFU)");
+  bench_cmd->add_option("--json-out", bench.json_out, "Also write the JSON result to this file");
+  bench_cmd->add_flag("--max-batch", bench.max_batch,
+                      "Find the largest batch within --memory-budget-mib in FP32 and in mixed precision");
+  bench_cmd->add_option("--memory-budget-mib", bench.memory_budget_mib, "Peak memory budget for --max-batch")
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 30));
+
   std::string inspect_spec;
   std::vector<std::string> inspect_overrides;
   bool inspect_json = false;
@@ -69,6 +87,7 @@ int main(int argc, char** argv) {
     if (*train_cmd) return mpt::app::run_train(train);
     if (*ab_cmd) return mpt::app::run_ab_compare(ab);
     if (*nightly_cmd) return mpt::app::run_nightly(nightly);
+    if (*bench_cmd) return mpt::app::run_bench(bench);
     if (*keys_cmd) return mpt::app::run_keys(markdown);
     if (*doctor_cmd) return mpt::app::run_doctor();
     if (*inspect_cmd) return mpt::app::run_inspect(inspect_spec, inspect_overrides, inspect_json);

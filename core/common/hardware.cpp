@@ -3,6 +3,7 @@
 #include "core/common/hardware.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <fstream>
@@ -83,6 +84,13 @@ int nvidia_driver_major() {
   const auto at = text.find("Kernel Module");
   if (at == std::string::npos) return 0;
   return std::atoi(text.c_str() + text.find_first_of("0123456789", at));
+}
+
+void tune_host_allocator() {
+  // Blocks up to 32 MiB (glibc's largest allowed threshold) come from the heap and are reused; the heap top is
+  // trimmed only beyond 512 MiB of free space. An explicit setting also stops the dynamic adjustment.
+  mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024);
 }
 
 }  // namespace mpt::hardware

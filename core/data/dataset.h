@@ -42,6 +42,10 @@ struct SampleShape {
 };
 SampleShape sample_shape(const DataConfig& config);
 
+// Random images and labels already in the spec's batch shape, for benchmarks that keep disk and decoding
+// out of the measurement (`mpt bench` without --real-data).
+Dataset synthetic_dataset(const DataConfig& config, int64_t samples);
+
 // The four files a Fashion-MNIST root must hold, for validation before any work.
 std::vector<std::string> fashion_mnist_stems();
 

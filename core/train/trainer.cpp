@@ -6,6 +6,8 @@
 #include <chrono>
 #include <limits>
 
+#include <torch/cuda.h>
+
 #include "core/common/error.h"
 #include "core/precision/autocast.h"
 #include "core/train/optimizer.h"
@@ -74,6 +76,16 @@ void Trainer::resume(const std::string& checkpoint_path) {
 }
 
 void Trainer::step_once() {
+  // Phase timing for mpt bench: adds the time since the previous mark to `bucket` (after a device sync on CUDA).
+  auto last_mark = std::chrono::steady_clock::now();
+  auto mark = [&](double StepPhases::*bucket) {
+    if (!profile_) return;
+    if (device_.is_cuda()) torch::cuda::synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    profile_->*bucket += std::chrono::duration<double>(now - last_mark).count();
+    last_mark = now;
+  };
+  if (profile_) ++profile_->steps;
   const int64_t step = state_.step + 1;  // 1-based number of the step being taken
   for (auto* list : {&model_parameters_, &parameters_})
     for (auto& p : *list) p.mutable_grad() = torch::Tensor();  // set_to_none: no zeroing pass
@@ -83,6 +95,7 @@ void Trainer::step_once() {
     const bool pinned = device_.is_cuda();
     torch::Tensor inputs = (pinned ? batch.inputs.pin_memory() : batch.inputs).to(device_, /*non_blocking=*/pinned);
     torch::Tensor targets = (pinned ? batch.targets.pin_memory() : batch.targets).to(device_, pinned);
+    mark(&StepPhases::data);
     torch::Tensor logits;
     {
       precision::AutocastScope autocast(device_.type(), compute_dtype_);
@@ -96,6 +109,7 @@ void Trainer::step_once() {
     }
     logits = logits.to(torch::kFloat);
     torch::Tensor loss = torch::nn::functional::cross_entropy(logits, targets);  // FP32, mean over B
+    mark(&StepPhases::forward);
     scaler_.scale_loss(loss / static_cast<double>(config_.grad_accum_steps)).backward();
 
     torch::Tensor detached = loss.detach().to(torch::kDouble) * static_cast<double>(targets.size(0));
@@ -105,6 +119,7 @@ void Trainer::step_once() {
     window_samples_ += targets.size(0), epoch_samples_ += targets.size(0);
     result_.samples_trained += targets.size(0);
     close_epoch_if_done(epoch_before);
+    mark(&StepPhases::backward);
   }
   ++window_steps_;
   if (master_weights_) master_weights_->grads_to_masters();
@@ -117,6 +132,7 @@ void Trainer::step_once() {
     if (p.grad().defined()) grads.push_back(p.grad());
   const bool found_nonfinite = scaler_.unscale_and_check(grads);  // the one host sync of a step
 
+  mark(&StepPhases::scaler);
   current_lr_ = learning_rate(schedule_, state_.applied_steps);
   state_.step = step;
   if (found_nonfinite) {
@@ -136,6 +152,7 @@ void Trainer::step_once() {
     if (master_weights_) master_weights_->masters_to_model();
     ++state_.applied_steps;  // the schedule's clock advances only on applied steps
   }
+  mark(&StepPhases::optimizer);
   const precision::ScaleUpdate update = scaler_.update(found_nonfinite);
   if (update.change != precision::ScaleChange::kNone) {
     sinks_.events.scale_change(step, update, state_.skipped_steps);
@@ -144,6 +161,7 @@ void Trainer::step_once() {
   }
   state_.scaler = scaler_.state();
   state_.data = train_loader_.position();
+  mark(&StepPhases::scaler);
 }
 
 void Trainer::close_epoch_if_done(int64_t epoch_before) {

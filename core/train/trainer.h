@@ -76,6 +76,19 @@ struct PrecisionRuntime {
   precision::NumericsMonitor* numerics = nullptr;      // debug.check_numerics; null when off
 };
 
+// Wall time per phase of the optimizer step, accumulated when attached (mpt bench). On CUDA every phase
+// boundary synchronizes the device, so attach it only to measure.
+struct StepPhases {
+  double data = 0.0;       // next batch from the loader, host -> device
+  double forward = 0.0;    // forward under autocast and the FP32 loss
+  double backward = 0.0;   // scaled backward
+  double scaler = 0.0;     // master-grad copies, unscale + non-finite check, scale update
+  double optimizer = 0.0;  // clipping, the optimizer step, master -> model copies
+  int64_t steps = 0;
+
+  double total() const { return data + forward + backward + scaler + optimizer; }
+};
+
 class Trainer {
  public:
   // `optimizer` must own the FP32 weights: the model's parameters, or the masters under master_weights.
@@ -87,9 +100,12 @@ class Trainer {
   int64_t step() const { return state_.step; }
   TrainResult run(const std::atomic<bool>& stop_requested);
 
- private:
-  // Runs one optimizer step: applied, or skipped on non-finite gradients.
+  // Runs one optimizer step: applied, or skipped on non-finite gradients. run() calls it; mpt bench drives it.
   void step_once();
+  // Accumulate per-phase times into `phases` (null: stop).
+  void attach_profile(StepPhases* phases) { profile_ = phases; }
+
+ private:
   void log_window(double window_seconds);
   io::ProgressLine progress_line() const;
   void evaluate_now();
@@ -125,6 +141,7 @@ class Trainer {
   torch::Tensor window_loss_, window_correct_, epoch_loss_, epoch_correct_;
   int64_t window_steps_ = 0, window_samples_ = 0, epoch_samples_ = 0;
   bool epoch_closed_ = false;
+  StepPhases* profile_ = nullptr;
 };
 
 }  // namespace mpt::train

@@ -1,0 +1,162 @@
+// The benchmark loop: the real Trainer's step, driven directly.
+#include "core/bench/benchmark.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "core/bench/gemm_peak.h"
+#include "core/common/hardware.h"
+#include "core/io/log.h"
+#include "core/train/stack.h"
+
+namespace mpt::bench {
+namespace {
+
+double percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return values[std::min(values.size() - 1, static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5))];
+}
+
+// The trainer's sinks need files; a benchmark writes only skip events there, into a folder removed afterwards.
+struct ScratchSinks {
+  explicit ScratchSinks(const std::string& dir)
+      : dir_(dir),
+        created_(std::filesystem::create_directories(dir)),
+        metrics(dir + "/metrics.jsonl"),
+        logger(io::make_logger(dir + "/bench.log")),
+        events(dir + "/events.jsonl", logger),
+        checkpoints(dir + "/checkpoints", 1),
+        progress(false),
+        tensorboard(dir) {}
+  ~ScratchSinks() {
+    std::error_code error;
+    std::filesystem::remove_all(dir_, error);
+  }
+  train::RunSinks sinks() { return {metrics, events, logger, checkpoints, progress, tensorboard}; }
+
+  std::string dir_;
+  bool created_;
+  io::JsonlWriter metrics;
+  std::shared_ptr<spdlog::logger> logger;
+  train::EventLog events;
+  io::CheckpointStore checkpoints;
+  io::Progress progress;
+  io::TensorBoardWriter tensorboard;
+};
+
+}  // namespace
+
+BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& options) {
+  BenchResult result;
+  result.threads = hardware::configure_threads(static_cast<int>(c.threads));
+  result.blas = hardware::blas_description();
+  const torch::Device device(c.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  torch::manual_seed(c.seed);
+
+  const int64_t batch = c.data.batch_size;
+  const int64_t batches = std::clamp<int64_t>(options.warmup + options.steps + 1, 2, 64);
+  const data::Dataset train_set = options.real_data ? data::load_fashion_mnist(c.data, "train", c.data.train_limit)
+                                                    : data::synthetic_dataset(c.data, batches * batch);
+  const data::Dataset test_set = data::synthetic_dataset(c.data, 1);
+  data::BatchLoader loader(train_set, batch, c.data.shuffle, c.seed, /*drop_last=*/true);
+
+  const data::SampleShape sample = data::sample_shape(c.data);
+  c.max_steps = options.warmup + options.steps;
+  train::TrainingStack stack = train::build_training_stack(c, models::data_shape(sample), loader.batches_per_epoch(), device);
+  const int64_t macs = stack.model->forward_macs(sample.channels, sample.height, sample.width);
+
+  ScratchSinks scratch(fmt::format("{}/mpt-bench-{}", std::filesystem::temp_directory_path().string(), ::getpid()));
+  train::Trainer trainer(c.train, c.schedule, stack.model, std::move(stack.optimizer), stack.precision_runtime(),
+                         device, loader, test_set, scratch.sinks());
+  for (int64_t i = 0; i < options.warmup; ++i) trainer.step_once();
+
+  train::StepPhases phases;
+  trainer.attach_profile(&phases);
+  std::vector<double> step_ms;
+  for (int64_t i = 0; i < options.steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    trainer.step_once();
+    step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  trainer.attach_profile(nullptr);
+  result.peak_memory_bytes = hardware::peak_rss_bytes();  // before the GEMM probe adds its matrices
+
+  double total_ms = 0.0;
+  for (double ms : step_ms) total_ms += ms;
+  const double per_step = 1000.0 / static_cast<double>(std::max<int64_t>(phases.steps, 1));
+  result.phases_ms = {phases.data * per_step,   phases.forward * per_step,   phases.backward * per_step,
+                      phases.scaler * per_step, phases.optimizer * per_step, phases.steps};
+  result.model = c.model.name;
+  result.precision = c.precision.mode;
+  result.strategy = c.precision.strategy;
+  result.device = c.device;
+  result.real_data = options.real_data;
+  result.batch = stack.global_batch;
+  result.steps = options.steps;
+  result.samples_per_sec = total_ms > 0 ? static_cast<double>(options.steps * stack.global_batch) / (total_ms / 1000.0) : 0.0;
+  result.median_step_ms = percentile(step_ms, 0.5);
+  result.p90_step_ms = percentile(step_ms, 0.9);
+  result.train_flops_per_sample = 6.0 * static_cast<double>(macs);
+  result.achieved_flops = result.train_flops_per_sample * result.samples_per_sec;
+  result.peak_dtype = stack.compute_dtype == torch::kBFloat16 ? "bf16" : stack.compute_dtype == torch::kHalf ? "fp16" : "fp32";
+  if (options.measure_peak) result.peak_flops = measure_gemm_flops(stack.compute_dtype, device);
+  result.mfu = result.peak_flops > 0 ? result.achieved_flops / result.peak_flops : 0.0;
+  return result;
+}
+
+nlohmann::json to_json(const BenchResult& r) {
+  return {{"model", r.model},
+          {"precision", r.precision},
+          {"strategy", r.strategy},
+          {"device", r.device},
+          {"threads", r.threads},
+          {"blas", r.blas},
+          {"data", r.real_data ? "real" : "synthetic"},
+          {"batch", r.batch},
+          {"steps", r.steps},
+          {"samples_per_sec", r.samples_per_sec},
+          {"step_time_ms", {{"median", r.median_step_ms}, {"p90", r.p90_step_ms}}},
+          {"breakdown_ms",
+           {{"data", r.phases_ms.data},
+            {"forward", r.phases_ms.forward},
+            {"backward", r.phases_ms.backward},
+            {"scaler", r.phases_ms.scaler},
+            {"optimizer", r.phases_ms.optimizer}}},
+          {"train_flops_per_sample", r.train_flops_per_sample},
+          {"achieved_flops", r.achieved_flops},
+          {"peak_flops", {{"dtype", r.peak_dtype}, {"gemm_n", 2048},
+                          {"flops", r.peak_flops > 0 ? nlohmann::json(r.peak_flops) : nlohmann::json(nullptr)}}},
+          {"mfu", r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr)},
+          {"peak_memory_bytes", r.peak_memory_bytes}};
+}
+
+std::string render_table(const BenchResult& r) {
+  const double total = r.phases_ms.total();
+  auto share = [&](double ms) { return total > 0 ? 100.0 * ms / total : 0.0; };
+  std::string out = fmt::format("{} | {} ({}) | {} | batch {} | {} threads | BLAS {} | {} data\n", r.model, r.precision,
+                                r.strategy, r.device, r.batch, r.threads, r.blas, r.real_data ? "real" : "synthetic");
+  out += fmt::format("  samples/s       {:.1f}\n", r.samples_per_sec);
+  out += fmt::format("  step            median {:.2f} ms, p90 {:.2f} ms ({} timed steps)\n", r.median_step_ms,
+                     r.p90_step_ms, r.steps);
+  out += fmt::format("  breakdown       data {:.2f} ms ({:.0f}%) | forward {:.2f} ({:.0f}%) | backward {:.2f} ({:.0f}%) | "
+                     "scaler {:.2f} ({:.0f}%) | optimizer {:.2f} ({:.0f}%)\n",
+                     r.phases_ms.data, share(r.phases_ms.data), r.phases_ms.forward, share(r.phases_ms.forward),
+                     r.phases_ms.backward, share(r.phases_ms.backward), r.phases_ms.scaler, share(r.phases_ms.scaler),
+                     r.phases_ms.optimizer, share(r.phases_ms.optimizer));
+  out += fmt::format("  compute         {:.3g} GFLOP/sample -> {:.1f} GFLOP/s achieved\n", r.train_flops_per_sample / 1e9,
+                     r.achieved_flops / 1e9);
+  if (r.peak_flops > 0)
+    out += fmt::format("  peak            {:.1f} GFLOP/s ({} GEMM 2048^3, measured now) -> MFU {:.1f}%\n",
+                       r.peak_flops / 1e9, r.peak_dtype, 100.0 * r.mfu);
+  else
+    out += "  peak            not measured (--no-peak)\n";
+  out += fmt::format("  peak memory     {:.0f} MiB (RSS)\n", r.peak_memory_bytes / (1024.0 * 1024.0));
+  return out;
+}
+
+}  // namespace mpt::bench

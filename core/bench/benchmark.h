@@ -1,0 +1,46 @@
+// `mpt bench`: the training step a spec describes, measured without disk I/O in the way (synthetic batches of
+// the spec's shape unless real data is asked for): warm-up, timed steps, a per-phase breakdown, achieved
+// FLOP/s and MFU against this machine's measured GEMM peak, peak memory, threads and BLAS.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "core/config/sections.h"
+#include "core/train/trainer.h"
+
+namespace mpt::bench {
+
+struct BenchOptions {
+  int64_t steps = 30;
+  int64_t warmup = 5;
+  bool real_data = false;
+  bool measure_peak = true;  // the GEMM probe (~1 s); max-batch trials only need memory
+};
+
+struct BenchResult {
+  std::string model, precision, strategy, device, blas;
+  int threads = 1;
+  bool real_data = false;
+  int64_t batch = 0;
+  int64_t steps = 0;
+  double samples_per_sec = 0.0;
+  double median_step_ms = 0.0;
+  double p90_step_ms = 0.0;
+  train::StepPhases phases_ms;  // mean milliseconds per timed step
+  double train_flops_per_sample = 0.0;  // 6 x forward MACs (2 FLOPs per MAC, backward twice the forward)
+  double achieved_flops = 0.0;
+  std::string peak_dtype;
+  double peak_flops = 0.0;  // measured n=2048 GEMM in peak_dtype
+  double mfu = 0.0;
+  int64_t peak_memory_bytes = 0;  // peak RSS of the process before the GEMM probe
+};
+
+// `c` is a resolved spec's config; its data.batch_size is the batch measured.
+BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& options);
+
+nlohmann::json to_json(const BenchResult& result);
+std::string render_table(const BenchResult& result);
+
+}  // namespace mpt::bench

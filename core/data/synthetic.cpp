@@ -1,0 +1,19 @@
+// Synthetic data in the spec's batch shape.
+#include "core/data/dataset.h"
+
+namespace mpt::data {
+
+Dataset synthetic_dataset(const DataConfig& config, int64_t samples) {
+  const SampleShape shape = sample_shape(config);
+  torch::Generator generator = at::detail::createCPUGenerator(/*seed_in=*/1234);
+  Dataset dataset;
+  dataset.images = torch::randint(0, 256, {samples, shape.channels, shape.height, shape.width}, generator,
+                                  torch::TensorOptions().dtype(torch::kUInt8));
+  dataset.labels = torch::randint(0, shape.num_classes, {samples}, generator, torch::TensorOptions().dtype(torch::kLong));
+  dataset.num_classes = shape.num_classes;
+  dataset.mean = 0.5f;
+  dataset.std = 0.29f;
+  return dataset;
+}
+
+}  // namespace mpt::data
