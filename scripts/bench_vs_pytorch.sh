@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# mpt against the PyTorch eager loop a user would otherwise write (scripts/pytorch_reference.py on Debian's
+# python3-torch 1.13), same model, batch, optimizer (Adam), precision and synthetic batches, interleaved
+# (mpt, PyTorch, mpt, PyTorch, ...) so that machine noise hits both alike. A benchmark, not a test.
+#
+#   scripts/bench_vs_pytorch.sh [ROUNDS]        # default 3 rounds per case
+#
+# Both use 2 threads and the OpenMP OpenBLAS (PyTorch through LD_LIBRARY_PATH, mpt through its RPATH), so the
+# ratio compares the training loops, not the BLAS builds. Needs: apt install python3-torch python3-torchvision.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-3}"
+mpt=./build/mpt
+openblas=/usr/lib/x86_64-linux-gnu/openblas-openmp
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+run_case() {  # name steps mpt-spec "mpt overrides" "python args"
+  local name=$1 steps=$2 spec=$3 overrides=$4 pyargs=$5 m=() p=()
+  for ((r = 0; r < rounds; r++)); do
+    # shellcheck disable=SC2086
+    m+=("$($mpt bench "$spec" $overrides device.threads=2 --steps "$steps" --warmup 10 --no-peak --json |
+           python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
+    # shellcheck disable=SC2086
+    p+=("$(LD_LIBRARY_PATH=$openblas OMP_NUM_THREADS=2 /usr/bin/python3 scripts/pytorch_reference.py $pyargs \
+           --threads 2 --steps "$steps" --warmup 10 | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
+  done
+  local mm pm
+  mm=$(printf '%s\n' "${m[@]}" | median)
+  pm=$(printf '%s\n' "${p[@]}" | median)
+  printf '%-28s mpt %10.1f samples/s   pytorch %10.1f samples/s   mpt/pytorch %.2fx\n' "$name" "$mm" "$pm" \
+    "$(python3 -c "print($mm / $pm)")"
+}
+
+echo "mpt vs PyTorch eager, $rounds interleaved rounds, medians ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
+run_case "mlp fp32 b128" 500 configs/mlp_fmnist_fp32.yaml "" "--model mlp --precision fp32 --batch 128"
+run_case "mlp bf16 b128" 500 configs/mlp_fmnist_mixed.yaml "" "--model mlp --precision bf16 --batch 128"
+run_case "resnet50 fp32 b16 64px" 6 configs/mlp_fmnist_fp32.yaml \
+  "model.name=resnet50 data.channels=3 data.image_size=64 data.batch_size=16" \
+  "--model resnet50 --precision fp32 --batch 16 --channels 3 --size 64"
+run_case "resnet50 bf16 b16 64px" 6 configs/mlp_fmnist_mixed.yaml \
+  "model.name=resnet50 data.channels=3 data.image_size=64 data.batch_size=16 precision.fp32_modules=[fc]" \
+  "--model resnet50 --precision bf16 --batch 16 --channels 3 --size 64"
