@@ -5,8 +5,10 @@
 #
 #   scripts/bench_vs_pytorch.sh [ROUNDS]        # default 3 rounds per case
 #
-# Both use 2 threads and the OpenMP OpenBLAS (PyTorch through LD_LIBRARY_PATH, mpt through its RPATH), so the
-# ratio compares the training loops, not the BLAS builds. Needs: apt install python3-torch python3-torchvision.
+# Both use 2 threads, the OpenMP OpenBLAS (PyTorch through LD_LIBRARY_PATH, mpt through its RPATH) and the same
+# glibc malloc settings (mpt sets them itself; PyTorch gets them through MALLOC_*_ environment variables;
+# without them its steps were 3-5x slower from page faults), so the ratio compares the training loops, not the
+# BLAS builds or allocator luck. Needs: apt install python3-torch python3-torchvision.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
@@ -22,7 +24,8 @@ run_case() {  # name steps mpt-spec "mpt overrides" "python args"
     m+=("$($mpt bench "$spec" $overrides device.threads=2 --steps "$steps" --warmup 10 --no-peak --json |
            python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
     # shellcheck disable=SC2086
-    p+=("$(LD_LIBRARY_PATH=$openblas OMP_NUM_THREADS=2 /usr/bin/python3 scripts/pytorch_reference.py $pyargs \
+    p+=("$(LD_LIBRARY_PATH=$openblas OMP_NUM_THREADS=2 MALLOC_MMAP_THRESHOLD_=33554432 \
+           MALLOC_TRIM_THRESHOLD_=536870912 /usr/bin/python3 scripts/pytorch_reference.py $pyargs \
            --threads 2 --steps "$steps" --warmup 10 | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
   done
   local mm pm
