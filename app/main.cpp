@@ -27,8 +27,7 @@ int main(int argc, char** argv) {
 
   mpt::app::AbCompareOptions ab;
   CLI::App* ab_cmd = cli.add_subcommand(
-      "ab-compare", "Train A (baseline) and B (mixed precision) alike, or take two finished run directories, and "
-                    "compare accuracy, convergence, smoothness, speed and memory: PASS (0) or FAIL (3)");
+      "ab-compare", "Train or reuse A (FP32) and B (mixed) alike and compare them: PASS (0) or FAIL (3)");
   ab_cmd->add_option("a", ab.a, "Baseline spec (YAML) or finished run directory")->required();
   ab_cmd->add_option("b", ab.b, "Candidate spec (YAML) or finished run directory")->required();
   ab_cmd->add_option("overrides", ab.overrides, "key=value overrides applied to both specs");
