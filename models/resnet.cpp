@@ -119,10 +119,14 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy
   if (config_.zero_init_residual)
     for (auto& layer : layers_)
       for (auto& block : *layer) block->as<ResidualBlockImpl>()->last_norm()->weight.zero_();
+  // Convolution weights in NHWC; the optimizer's state and the master copies follow their layout.
+  if (config_.channels_last)
+    for (auto& p : parameters())
+      if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
 }
 
 torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
-  torch::Tensor x = conv1_->forward(inputs);  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
+  torch::Tensor x = conv1_->forward(config_.channels_last ? inputs.contiguous(torch::MemoryFormat::ChannelsLast) : inputs);  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
   x = torch::relu(bn1_runner_(x, [&](const torch::Tensor& h) { return bn1_->forward(h); }));
   if (!config_.small_input) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);  // H/4
   for (auto& layer : layers_)

@@ -17,6 +17,7 @@ struct ResNetConfig {
   int64_t num_classes = 1000;
   bool small_input = false;         // CIFAR-style stem for 28-32 px inputs
   bool zero_init_residual = false;  // start each block as identity (Goyal et al.)
+  bool channels_last = false;       // NHWC weights and activations (oneDNN's and Tensor Cores' layout)
 };
 
 // A residual block: BasicBlock (two 3x3) for depth 18/34, Bottleneck (1x1, 3x3, 1x1) for 50 and up.

@@ -45,6 +45,9 @@ std::vector<KeySpec> build_schema() {
       real("model.dropout", "0.0", 0, 1, "MLP dropout after each hidden layer.", false, true),
       boolean("model.small_input", "false", "ResNet: 3x3 stride-1 stem without max-pool, for 28-32 px images."),
       boolean("model.zero_init_residual", "false", "ResNet: zero the last norm of each block (blocks start as identity)."),
+      boolean("model.channels_last", "false",
+              "ResNet: NHWC (channels-last) weights and activations, the layout oneDNN's BF16 convolutions and CUDA "
+              "Tensor Cores prefer."),
 
       choice("data.name", "fashion_mnist", {"fashion_mnist"}, "Dataset."),
       text("data.root", "/usr/share/datasets/fashion-mnist",

@@ -15,6 +15,7 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.model.mlp.dropout = spec.get_float("model.dropout");
   c.model.resnet.small_input = spec.get_bool("model.small_input");
   c.model.resnet.zero_init_residual = spec.get_bool("model.zero_init_residual");
+  c.model.resnet.channels_last = spec.get_bool("model.channels_last");
 
   c.data.name = spec.get_string("data.name");
   c.data.root = spec.get_string("data.root");

@@ -75,3 +75,21 @@ TEST_CASE("forward MACs: ResNet-50 at 224 px is torchvision's 4.09 GMACs", "[fas
   CHECK(macs == Approx(4.09e9).epsilon(0.01));
   CHECK(resnet("resnet18", 3, 1000)->forward_macs(3, 224, 224) == Approx(1.81e9).epsilon(0.01));
 }
+
+TEST_CASE("channels_last keeps the same function: same weights, same logits, NHWC layout", "[fast][models]") {
+  ModelConfig config;
+  config.name = "resnet18";
+  config.resnet.small_input = true;
+  torch::manual_seed(3);
+  Model nchw = build_model(config, DataShape{3, 0, 10}, mpt::precision::ModulePolicy());
+  config.resnet.channels_last = true;
+  torch::manual_seed(3);
+  Model nhwc = build_model(config, DataShape{3, 0, 10}, mpt::precision::ModulePolicy());
+  auto weight = nhwc->named_parameters()["layer2.0.conv1.weight"];
+  CHECK(weight.is_contiguous(torch::MemoryFormat::ChannelsLast));
+  CHECK_FALSE(weight.is_contiguous());
+  CHECK(torch::equal(weight, nchw->named_parameters()["layer2.0.conv1.weight"]));  // same values, other layout
+  nchw->eval(), nhwc->eval();
+  const torch::Tensor x = torch::randn({2, 3, 32, 32});
+  CHECK(torch::allclose(nhwc->forward(x), nchw->forward(x), /*rtol=*/1e-4, /*atol=*/1e-5));
+}
