@@ -95,6 +95,14 @@ int run_bench(const BenchOptions& options) {
   bench_options.warmup = options.warmup;
   bench_options.real_data = options.real_data;
   bench_options.measure_peak = options.measure_peak;
+  if (options.loader_only) {
+    const bench::LoaderResult loader = bench::run_loader_benchmark(c, bench_options);
+    if (options.json) std::cout << bench::to_json(loader).dump(2) << "\n";
+    else std::cout << fmt::format("data loader ({} data, batch {}): {:.0f} samples/s, median {:.3f} ms per batch\n",
+                                  loader.real_data ? "real" : "synthetic", loader.batch, loader.samples_per_sec,
+                                  loader.median_batch_ms);
+    return kExitOk;
+  }
   const bench::BenchResult result = bench::run_benchmark(c, bench_options);
   const nlohmann::json json = bench::to_json(result);
   if (!options.json_out.empty()) io::write_file_atomically(options.json_out, json.dump(2) + "\n");

@@ -43,6 +43,7 @@ struct BenchOptions {
   int64_t warmup = 5;
   bool real_data = false;
   bool measure_peak = true;
+  bool loader_only = false;
   bool json = false;
   std::string json_out;  // also write the JSON here (used by --max-batch trials)
   bool max_batch = false;

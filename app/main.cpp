@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--real-data", bench.real_data, "Use the real data loader instead of synthetic batches");
   bench_cmd->add_flag("--json", bench.json, "Print JSON instead of a table");
   bench_cmd->add_flag("!--no-peak", bench.measure_peak, "Skip the GEMM peak probe (no MFU)");
+  bench_cmd->add_flag("--loader-only", bench.loader_only, "Measure the data loader alone (samples/s it delivers)");
   bench_cmd->add_option("--json-out", bench.json_out, "Also write the JSON result to this file");
   bench_cmd->add_flag("--max-batch", bench.max_batch,
                       "Find the largest batch within --memory-budget-mib in FP32 and in mixed precision");

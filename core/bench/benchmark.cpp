@@ -109,6 +109,36 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   return result;
 }
 
+LoaderResult run_loader_benchmark(const config::ExperimentConfig& c, const BenchOptions& options) {
+  hardware::configure_threads(static_cast<int>(c.threads));
+  const int64_t batch = c.data.batch_size;
+  const data::Dataset dataset = options.real_data ? data::load_fashion_mnist(c.data, "train", c.data.train_limit)
+                                                  : data::synthetic_dataset(c.data, 64 * batch);
+  data::BatchLoader loader(dataset, batch, c.data.shuffle, c.seed, /*drop_last=*/true);
+  for (int64_t i = 0; i < options.warmup; ++i) loader.next();
+  std::vector<double> batch_ms;
+  for (int64_t i = 0; i < options.steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const data::Batch next = loader.next();
+    batch_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  double total_ms = 0.0;
+  for (double ms : batch_ms) total_ms += ms;
+  LoaderResult result;
+  result.real_data = options.real_data;
+  result.batch = batch;
+  result.batches = options.steps;
+  result.samples_per_sec = total_ms > 0 ? static_cast<double>(options.steps * batch) / (total_ms / 1000.0) : 0.0;
+  result.median_batch_ms = percentile(batch_ms, 0.5);
+  return result;
+}
+
+nlohmann::json to_json(const LoaderResult& r) {
+  return {{"loader_only", true},       {"data", r.real_data ? "real" : "synthetic"}, {"batch", r.batch},
+          {"batches", r.batches},      {"samples_per_sec", r.samples_per_sec},
+          {"median_batch_ms", r.median_batch_ms}};
+}
+
 nlohmann::json to_json(const BenchResult& r) {
   return {{"model", r.model},
           {"precision", r.precision},

@@ -40,6 +40,17 @@ struct BenchResult {
 // `c` is a resolved spec's config; its data.batch_size is the batch measured.
 BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& options);
 
+// The data loader alone (next batch, normalised, resized, on the host), to compare with what the model consumes.
+struct LoaderResult {
+  bool real_data = false;
+  int64_t batch = 0;
+  int64_t batches = 0;
+  double samples_per_sec = 0.0;
+  double median_batch_ms = 0.0;
+};
+LoaderResult run_loader_benchmark(const config::ExperimentConfig& c, const BenchOptions& options);
+nlohmann::json to_json(const LoaderResult& result);
+
 nlohmann::json to_json(const BenchResult& result);
 std::string render_table(const BenchResult& result);
 

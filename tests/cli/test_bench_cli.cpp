@@ -48,6 +48,17 @@ TEST_CASE("mpt bench measures the training step with a breakdown that adds up, F
   CHECK(nlohmann::json::parse(no_peak.output.substr(no_peak.output.find('{')))["mfu"].is_null());
 }
 
+TEST_CASE("mpt bench --loader-only measures the data loader alone", "[fast][cli][bench]") {
+  CommandResult run = run_mpt({"bench", kMixed, "--loader-only", "--real-data", "--steps", "50", "--json"});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json r = nlohmann::json::parse(run.output.substr(run.output.find('{')));
+  CHECK(r["loader_only"] == true);
+  CHECK(r["data"] == "real");
+  CHECK(r["batches"] == 50);
+  CHECK(r["samples_per_sec"].get<double>() > 0);
+}
+
 TEST_CASE("mpt bench --max-batch finds the largest batch within a memory budget for each precision",
           "[slow][cli][bench]") {
   CommandResult run = run_mpt({"bench", kMixed, "--max-batch", "--memory-budget-mib", "300", "--json"});
