@@ -2,7 +2,6 @@
 #include "core/compare/run_record.h"
 
 #include <filesystem>
-#include <sstream>
 
 #include "core/common/error.h"
 #include "core/io/files.h"
@@ -16,29 +15,6 @@ Curve to_curve(const StepSeries& series) {
   Curve curve;
   for (const auto& [step, value] : series) curve.steps.push_back(step), curve.values.push_back(value);
   return curve;
-}
-
-// Calls `visit` with every JSON object of a JSONL file. A final line without its newline is a record torn by a
-// kill mid-write and is ignored; any other malformed line is an error naming file and line.
-template <typename Visit>
-void for_each_record(const std::string& path, Visit visit) {
-  const std::string text = io::read_file(path);
-  std::istringstream lines(text);
-  std::string line;
-  int64_t number = 0;
-  size_t consumed = 0;
-  while (std::getline(lines, line)) {
-    ++number;
-    consumed += line.size() + 1;
-    if (line.empty()) continue;
-    const bool torn_tail = consumed > text.size();
-    nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_discarded() || !record.is_object()) {
-      if (torn_tail) return;
-      throw Error(path + ":" + std::to_string(number) + ": not a JSON object: " + line.substr(0, 80));
-    }
-    visit(record);
-  }
 }
 
 double number_or(const nlohmann::json& object, const char* key, double fallback) {
@@ -67,10 +43,10 @@ RunRecord load_run_record(const std::string& dir) {
   StepSeries loss, lr, scale, throughput, eval_loss, eval_accuracy;
   const std::string metrics_path = dir + "/metrics.jsonl";
   if (std::filesystem::exists(metrics_path)) {
-    for_each_record(metrics_path, [&](const nlohmann::json& record) {
+    for (const nlohmann::json& record : io::read_jsonl_records(metrics_path)) {
       const std::string kind = record.value("kind", "");
       const int64_t step = record.value("step", int64_t{-1});
-      if (step < 0) return;
+      if (step < 0) continue;
       if (kind == "train") {
         loss[step] = number_or(record, "loss", NAN);
         lr[step] = number_or(record, "lr", NAN);
@@ -80,7 +56,7 @@ RunRecord load_run_record(const std::string& dir) {
         eval_loss[step] = number_or(record["eval"], "loss", NAN);
         eval_accuracy[step] = number_or(record["eval"], "accuracy", NAN);
       }
-    });
+    }
   }
   run.train_loss = to_curve(loss), run.lr = to_curve(lr), run.loss_scale = to_curve(scale);
   run.samples_per_sec = to_curve(throughput);
@@ -89,7 +65,7 @@ RunRecord load_run_record(const std::string& dir) {
   const std::string events_path = dir + "/events.jsonl";
   if (std::filesystem::exists(events_path)) {
     std::map<std::pair<int64_t, std::string>, ScaleEvent> scale_events;  // a resumed run may repeat some
-    for_each_record(events_path, [&](const nlohmann::json& event) {
+    for (const nlohmann::json& event : io::read_jsonl_records(events_path)) {
       const std::string kind = event.value("kind", "");
       const int64_t step = event.value("step", int64_t{0});
       if (kind == "backoff" || kind == "growth") {
@@ -102,7 +78,7 @@ RunRecord load_run_record(const std::string& dir) {
       } else if (kind == "diverged" && run.diagnosis.empty()) {
         run.diagnosis = event.value("reason", "");
       }
-    });
+    }
     for (auto& [key, event] : scale_events) run.scale_events.push_back(std::move(event));
   }
   return run;

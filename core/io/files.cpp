@@ -76,4 +76,25 @@ void JsonlWriter::write(const nlohmann::json& record) {
     throw Error(path_ + ": appending a record failed: " + os_reason());
 }
 
+std::vector<nlohmann::json> read_jsonl_records(const std::string& path) {
+  const std::string text = read_file(path);
+  std::vector<nlohmann::json> records;
+  size_t begin = 0;
+  for (int64_t number = 1; begin < text.size(); ++number) {
+    const size_t newline = text.find('\n', begin);
+    const bool torn_tail = newline == std::string::npos;
+    const std::string line = text.substr(begin, torn_tail ? std::string::npos : newline - begin);
+    begin = torn_tail ? text.size() : newline + 1;
+    if (line.empty()) continue;
+    nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_discarded() || !record.is_object()) {
+      if (torn_tail) break;
+      throw Error(path + ":" + std::to_string(number) + ": not a JSON object (fix or remove that line): " +
+                  line.substr(0, 80));
+    }
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
 }  // namespace mpt::io

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace mpt::io {
 
@@ -14,6 +15,10 @@ namespace mpt::io {
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
 std::string read_file(const std::string& path);
+
+// Every JSON object of a JSONL file (metrics, events, history). A final line without its newline is a record
+// torn by a kill mid-write and is dropped; any other malformed line throws mpt::Error naming file and line.
+std::vector<nlohmann::json> read_jsonl_records(const std::string& path);
 
 // One JSON object per line, flushed per line so `tail -f` and a crash both see whole lines.
 class JsonlWriter {

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 
 #include "core/common/error.h"
 #include "core/io/files.h"
@@ -40,25 +39,8 @@ void append_history(const std::string& path, const nlohmann::json& record) {
 }
 
 std::vector<nlohmann::json> read_history(const std::string& path) {
-  std::vector<nlohmann::json> records;
-  if (!std::filesystem::exists(path)) return records;
-  const std::string text = io::read_file(path);
-  std::istringstream lines(text);
-  std::string line;
-  size_t consumed = 0;
-  int64_t number = 0;
-  while (std::getline(lines, line)) {
-    ++number;
-    consumed += line.size() + 1;
-    if (line.empty()) continue;
-    nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
-    if (record.is_discarded() || !record.is_object()) {
-      if (consumed > text.size()) break;  // a torn final line
-      throw Error(fmt::format("{}:{}: not a JSON object; fix or remove that line", path, number));
-    }
-    records.push_back(std::move(record));
-  }
-  return records;
+  if (!std::filesystem::exists(path)) return {};
+  return io::read_jsonl_records(path);
 }
 
 double median(std::vector<double> values) {

@@ -20,10 +20,10 @@ std::string shell_quote(const std::string& text) {
   for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
 }
-}  // namespace
 
-CommandResult run_mpt(const std::vector<std::string>& args) {
-  std::string command = shell_quote(MPT_BINARY);
+// Runs `prefix mpt ARGS... 2>&1` through the shell and captures its output and exit code.
+CommandResult run_shell_mpt(const std::string& prefix, const std::vector<std::string>& args) {
+  std::string command = prefix + shell_quote(MPT_BINARY);
   for (const auto& arg : args) command += " " + shell_quote(arg);
   command += " 2>&1";
   CommandResult result{-1, ""};
@@ -36,18 +36,12 @@ CommandResult run_mpt(const std::vector<std::string>& args) {
   return result;
 }
 
+}  // namespace
+
+CommandResult run_mpt(const std::vector<std::string>& args) { return run_shell_mpt("", args); }
+
 CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int64_t max_file_kib) {
-  std::string command = "trap '' XFSZ; ulimit -f " + std::to_string(max_file_kib) + "; exec " + shell_quote(MPT_BINARY);
-  for (const auto& arg : args) command += " " + shell_quote(arg);
-  command += " 2>&1";
-  CommandResult result{-1, ""};
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return result;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
-  int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return run_shell_mpt("trap '' XFSZ; ulimit -f " + std::to_string(max_file_kib) + "; exec ", args);
 }
 
 int start_mpt(const std::vector<std::string>& args, const std::string& log_path) {
