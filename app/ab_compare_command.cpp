@@ -76,12 +76,6 @@ struct PlannedRun {
   std::string dir;
 };
 
-config::Spec load_resolved(const std::string& path, const std::vector<std::string>& overrides) {
-  config::Spec spec = config::load_spec(path, overrides);
-  config::resolve_spec(spec, config::probe_hardware());
-  return spec;
-}
-
 // A run directory already holding a finished run of exactly this spec is reused as it is.
 bool finished_with_same_spec(const PlannedRun& run) {
   const std::string summary_path = run.dir + "/summary.json", config_path = run.dir + "/config.yaml";
@@ -164,8 +158,8 @@ int run_ab_compare(const AbCompareOptions& options) {
     return compare_run_dirs(options);
   }
 
-  const config::Spec a = load_resolved(options.a, options.overrides);
-  const config::Spec b = load_resolved(options.b, options.overrides);
+  const config::Spec a = config::load_resolved_spec(options.a, options.overrides);
+  const config::Spec b = config::load_resolved_spec(options.b, options.overrides);
   std::vector<std::string> allowed = check_differences(a, b, options.a, options.b, options.allow_diff);
   const std::string out =
       options.out.empty() ? fmt::format("{}/ab-{}-vs-{}", a.get_string("experiment.output_root"),
@@ -182,7 +176,7 @@ int run_ab_compare(const AbCompareOptions& options) {
       run.overrides = options.overrides;
       const config::Spec& base = side == &options.a ? a : b;
       if (repeat > 0) run.overrides.push_back(fmt::format("experiment.seed={}", base.get_int("experiment.seed") + repeat));
-      run.spec = repeat > 0 ? load_resolved(*side, run.overrides) : base;
+      run.spec = repeat > 0 ? config::load_resolved_spec(*side, run.overrides) : base;
       run.dir = out + "/" + run_dir_name(run.side, run.spec, repeat);
       plan.push_back(std::move(run));
     }

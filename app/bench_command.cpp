@@ -17,12 +17,6 @@
 namespace mpt::app {
 namespace {
 
-config::ExperimentConfig resolved_config(const std::string& spec_path, const std::vector<std::string>& overrides) {
-  config::Spec spec = config::load_spec(spec_path, overrides);
-  config::resolve_spec(spec, config::probe_hardware());
-  return config::read_sections(spec);
-}
-
 // Peak memory of a short bench at `batch` in `mode`, or -1 when the trial failed (out of memory, killed).
 int64_t trial_peak_memory(const BenchOptions& options, const std::string& mode, int64_t batch) {
   const std::string out = fmt::format("{}/mpt-max-batch-{}.json", std::filesystem::temp_directory_path().string(), ::getpid());
@@ -69,14 +63,14 @@ int64_t max_batch(const BenchOptions& options, const std::string& mode, int64_t 
 }  // namespace
 
 int run_bench(const BenchOptions& options) {
-  config::ExperimentConfig c = resolved_config(options.spec_path, options.overrides);
+  config::ExperimentConfig c = config::read_sections(config::load_resolved_spec(options.spec_path, options.overrides));
   if (options.max_batch) {
     const int64_t budget = options.memory_budget_mib * 1024 * 1024;
-    const std::string mixed = c.precision.mode == "fp32" ? resolved_config(options.spec_path, [&] {
-      auto o = options.overrides;
-      o.push_back("precision.mode=mixed");
-      return o;
-    }()).precision.mode : c.precision.mode;
+    // The mixed mode to compare with: the spec's own, or what "mixed" resolves to on this device.
+    const std::string mixed = c.precision.mode != "fp32"
+                                  ? c.precision.mode
+                                  : config::choose_mixed(c.device, config::probe_hardware()).mode;
+    if (mixed.empty()) throw UsageError("--max-batch: no mixed precision is available on " + c.device);
     nlohmann::json trials = nlohmann::json::array();
     const int64_t fp32 = max_batch(options, "fp32", c.data.batch_size, budget, trials);
     const int64_t low = max_batch(options, mixed, c.data.batch_size, budget, trials);

@@ -12,9 +12,7 @@
 namespace mpt::app {
 
 int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json) {
-  config::Spec spec = config::load_spec(spec_path, overrides);
-  config::resolve_spec(spec, config::probe_hardware());
-  const config::ExperimentConfig c = config::read_sections(spec);
+  const config::ExperimentConfig c = config::read_sections(config::load_resolved_spec(spec_path, overrides));
   const data::SampleShape sample = data::sample_shape(c.data);
   const models::DataShape shape = models::data_shape(sample);
   models::Model model = models::build_model(c.model, shape, precision::ModulePolicy(c.precision.fp32_modules));

@@ -28,8 +28,7 @@ void request_stop(int signal) {
 
 int run_train(const TrainOptions& options) {
   const auto started = std::chrono::steady_clock::now();
-  config::Spec spec = config::load_spec(options.spec_path, options.overrides);
-  config::resolve_spec(spec, config::probe_hardware());
+  config::Spec spec = config::load_resolved_spec(options.spec_path, options.overrides);
   config::ExperimentConfig c = config::read_sections(spec);
 
   const std::string run_dir = options.run_dir.empty() ? c.output_root + "/" + c.name : options.run_dir;

@@ -10,17 +10,12 @@
 
 #include "core/bench/gemm_peak.h"
 #include "core/common/hardware.h"
+#include "core/common/stats.h"
 #include "core/io/log.h"
 #include "core/train/stack.h"
 
 namespace mpt::bench {
 namespace {
-
-double percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5))];
-}
 
 // The trainer's sinks need files; a benchmark writes only skip events there, into a folder removed afterwards.
 struct ScratchSinks {

@@ -91,4 +91,10 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
   throw_if_errors(spec.source_path(), problems);
 }
 
+Spec load_resolved_spec(const std::string& path, const std::vector<std::string>& overrides) {
+  Spec spec = load_spec(path, overrides);
+  resolve_spec(spec, probe_hardware());
+  return spec;
+}
+
 }  // namespace mpt::config

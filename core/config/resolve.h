@@ -2,6 +2,9 @@
 // concrete choices for this machine, and every inconsistency or missing file is reported at once (exit 2).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "core/config/spec.h"
 
 namespace mpt::config {
@@ -25,5 +28,8 @@ MixedChoice choose_mixed(const std::string& device, const HardwareFacts& hardwar
 // Resolves device.type, precision.mode, precision.loss_scale.mode and experiment.name in place, and checks
 // what single-key validation cannot: data files, train length, precision/device combinations.
 void resolve_spec(Spec& spec, const HardwareFacts& hardware);
+
+// load_spec then resolve_spec for this machine: what every command that runs or inspects a spec starts with.
+Spec load_resolved_spec(const std::string& path, const std::vector<std::string>& overrides);
 
 }  // namespace mpt::config

@@ -9,6 +9,7 @@
 #include <torch/cuda.h>
 
 #include "core/common/error.h"
+#include "core/common/stats.h"
 #include "core/precision/autocast.h"
 #include "core/train/optimizer.h"
 
@@ -17,13 +18,6 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0.0;
-  const size_t index = std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5));
-  std::nth_element(values.begin(), values.begin() + index, values.end());
-  return values[index];
 }
 
 }  // namespace
@@ -77,7 +71,7 @@ void Trainer::resume(const std::string& checkpoint_path) {
 
 void Trainer::step_once() {
   // Phase timing for mpt bench: adds the time since the previous mark to `bucket` (after a device sync on CUDA).
-  auto last_mark = std::chrono::steady_clock::now();
+  auto last_mark = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   auto mark = [&](double StepPhases::*bucket) {
     if (!profile_) return;
     if (device_.is_cuda()) torch::cuda::synchronize();
