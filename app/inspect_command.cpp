@@ -1,4 +1,5 @@
 // `mpt inspect`: builds the spec's model (on the CPU, without data) and reports its size and cost.
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -14,8 +15,7 @@ namespace mpt::app {
 int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json) {
   const config::ExperimentConfig c = config::read_sections(config::load_resolved_spec(spec_path, overrides));
   const data::SampleShape sample = data::sample_shape(c.data);
-  const models::DataShape shape = models::data_shape(sample);
-  models::Model model = models::build_model(c.model, shape, precision::ModulePolicy(c.precision.fp32_modules));
+  models::Model model = models::build_model(c.model, sample, precision::ModulePolicy(c.precision.fp32_modules));
 
   nlohmann::ordered_json modules = nlohmann::ordered_json::object();  // in the model's order
   int64_t total = 0;
@@ -25,11 +25,13 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
     modules[child.key()] = count;
     total += count;
   }
-  const int64_t macs = model->forward_macs(sample.channels, sample.height, sample.width);
+  const int64_t macs = model->forward_macs(sample);
+  const std::vector<int64_t> input = sample.seq_len > 0 ? std::vector<int64_t>{sample.seq_len}
+                                                        : std::vector<int64_t>{sample.channels, sample.height, sample.width};
   const int64_t train_flops = 6 * macs;  // 2 FLOPs per MAC; backward costs twice the forward
   if (json) {
     std::cout << nlohmann::ordered_json{{"model", c.model.name},
-                                {"input", {sample.channels, sample.height, sample.width}},
+                                {"input", input},
                                 {"modules", modules},
                                 {"total_parameters", total},
                                 {"forward_macs_per_sample", macs},
@@ -38,8 +40,14 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
               << "\n";
     return 0;
   }
-  std::printf("%s on %lldx%lldx%lld inputs, %lld classes\n", c.model.name.c_str(), (long long)sample.channels,
-              (long long)sample.height, (long long)sample.width, (long long)sample.num_classes);
+  if (sample.seq_len > 0)
+    std::printf("%s on %lld-token sequences, vocabulary %lld, %s\n", c.model.name.c_str(), (long long)sample.seq_len,
+                (long long)sample.vocab_size,
+                sample.num_classes > 0 ? fmt::format("{} classes", sample.num_classes).c_str()
+                                       : fmt::format("masked-LM predicting {:g}% of tokens", 100 * sample.masked_fraction).c_str());
+  else
+    std::printf("%s on %lldx%lldx%lld inputs, %lld classes\n", c.model.name.c_str(), (long long)sample.channels,
+                (long long)sample.height, (long long)sample.width, (long long)sample.num_classes);
   for (const auto& [name, count] : modules.items())
     std::printf("  %-12s %14lld\n", name.c_str(), count.get<long long>());
   std::printf("  %-12s %14lld parameters\n", "total", (long long)total);

@@ -51,14 +51,14 @@ int run_train(const TrainOptions& options) {
   at::globalContext().setAllowTF32CuDNN(tf32);
   torch::manual_seed(c.seed);
 
-  const data::Dataset train_set = data::load_fashion_mnist(c.data, "train", c.data.train_limit);
-  const data::Dataset test_set = data::load_fashion_mnist(c.data, "t10k", c.data.test_limit);
+  const data::Dataset train_set = data::load_dataset(c.data, "train");
+  const data::Dataset test_set = data::load_dataset(c.data, "test");
   data::BatchLoader train_loader(train_set, c.data.batch_size, c.data.shuffle, c.seed, /*drop_last=*/true);
   logger->info("data {}: {} train / {} test samples, {} batches of {} per epoch", c.data.name, train_set.size(),
                test_set.size(), train_loader.batches_per_epoch(), c.data.batch_size);
 
-  const models::DataShape shape = models::data_shape(data::sample_shape(c.data));
-  train::TrainingStack stack = train::build_training_stack(c, shape, train_loader.batches_per_epoch(), device);
+  train::TrainingStack stack =
+      train::build_training_stack(c, data::sample_shape(c.data), train_loader.batches_per_epoch(), device);
   if (c.base_batch_size > 0)
     logger->info("linear scaling rule: global batch {} / base {} -> lr {:g}, warmup {} steps", stack.global_batch,
                  c.base_batch_size, stack.scaled.lr, stack.scaled.warmup_steps);

@@ -32,8 +32,8 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& inputs) {
   return head_runner_(x, [&](const torch::Tensor& h) { return head_->forward(h); });  // (B, K)
 }
 
-int64_t MlpImpl::forward_macs(int64_t channels, int64_t height, int64_t width) const {
-  int64_t macs = 0, width_in = channels * height * width;
+int64_t MlpImpl::forward_macs(const data::SampleShape& sample) const {
+  int64_t macs = 0, width_in = sample.features();
   for (int64_t width_out : config_.hidden_sizes) macs += width_in * width_out, width_in = width_out;
   return macs + width_in * config_.num_classes;
 }

@@ -22,7 +22,7 @@ class MlpImpl : public ModelImpl {
  public:
   MlpImpl(const MlpConfig& config, const precision::ModulePolicy& policy);
   torch::Tensor forward(const torch::Tensor& inputs) override;
-  int64_t forward_macs(int64_t channels, int64_t height, int64_t width) const override;
+  int64_t forward_macs(const data::SampleShape& sample) const override;
 
  private:
   torch::Tensor activate(const torch::Tensor& x) const;

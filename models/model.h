@@ -1,17 +1,32 @@
-// What every mpt model is to the trainer: a torch Module mapping a batch of inputs to FP32-able logits.
+// What every mpt model is to the trainer: a torch Module mapping a batch of inputs to logits, and the
+// logits/targets pair the loss takes.
 #pragma once
 
 #include <torch/torch.h>
 
+#include "core/data/dataset.h"
+
 namespace mpt::models {
+
+// What the loss compares: logits (N, K) and int64 targets (N). N is the batch for classifiers and the masked
+// positions for a masked-LM head, which computes logits only there (as fast BERT pre-training does).
+struct Prediction {
+  torch::Tensor logits;
+  torch::Tensor targets;
+};
 
 class ModelImpl : public torch::nn::Module {
  public:
-  virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;  // (B, ...) -> logits (B, classes)
+  virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;  // (B, ...) -> logits (B, [S,] K)
 
-  // Multiply-accumulates of one forward pass for one sample of shape (C, H, W); training costs about
-  // 3 x 2 x this many FLOPs (forward, and backward for inputs and weights).
-  virtual int64_t forward_macs(int64_t channels, int64_t height, int64_t width) const = 0;
+  // The training and evaluation entry: classifiers return forward(inputs) with the targets unchanged.
+  virtual Prediction predict(const torch::Tensor& inputs, const torch::Tensor& targets) {
+    return {forward(inputs), targets};
+  }
+
+  // Multiply-accumulates of one forward pass for one sample; training costs about 3 x 2 x this many FLOPs
+  // (forward, and backward for inputs and weights).
+  virtual int64_t forward_macs(const data::SampleShape& sample) const = 0;
 };
 
 using Model = std::shared_ptr<ModelImpl>;

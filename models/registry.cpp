@@ -5,17 +5,41 @@
 
 namespace mpt::models {
 
-Model build_model(ModelConfig config, const DataShape& shape, const precision::ModulePolicy& policy) {
+Model build_model(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy) {
+  const bool text = sample.seq_len > 0;
+  const bool bert = config.name.rfind("bert-", 0) == 0;
+  if (text != bert)
+    throw UsageError("model.name: " + config.name + (bert ? " reads token sequences; set data.name: text_corpus"
+                                                          : " reads images; use a bert-* model for text data"));
   if (config.name == "mlp") {
-    config.mlp.in_features = shape.in_features;
-    config.mlp.num_classes = shape.num_classes;
+    config.mlp.in_features = sample.features();
+    config.mlp.num_classes = sample.num_classes;
     return std::make_shared<MlpImpl>(config.mlp, policy);
   }
   if (config.name.rfind("resnet", 0) == 0) {
     config.resnet.depth = std::stoi(config.name.substr(6));
-    config.resnet.in_channels = shape.channels;
-    config.resnet.num_classes = shape.num_classes;
+    config.resnet.in_channels = sample.channels;
+    config.resnet.num_classes = sample.num_classes;
     return std::make_shared<ResNetImpl>(config.resnet, policy);
+  }
+  if (bert) {
+    BertConfig bert_config = bert_preset(config.name);
+    bert_config.vocab_size = sample.vocab_size;
+    bert_config.dropout = config.bert_dropout;
+    bert_config.head = config.bert_head;
+    if (sample.seq_len > bert_config.max_positions)
+      throw UsageError("data.seq_len = " + std::to_string(sample.seq_len) + " exceeds BERT's " +
+                       std::to_string(bert_config.max_positions) + " positions");
+    if (config.bert_head == "mlm") {
+      if (sample.num_classes > 0)
+        throw UsageError("model.head: mlm pre-trains on unlabelled text, but the data has labels; use "
+                         "model.head: classification");
+      return std::make_shared<BertForMaskedLmImpl>(bert_config, policy);
+    }
+    if (sample.num_classes == 0)
+      throw UsageError("model.head: classification needs labelled data; data.name gives none");
+    bert_config.num_classes = sample.num_classes;
+    return std::make_shared<BertForSequenceClassificationImpl>(bert_config, policy);
   }
   throw UsageError("model.name: unknown model '" + config.name + "'");
 }

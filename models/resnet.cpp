@@ -135,7 +135,8 @@ torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
   return fc_runner_(x, [&](const torch::Tensor& h) { return fc_->forward(h); });  // (B, K)
 }
 
-int64_t ResNetImpl::forward_macs(int64_t, int64_t height, int64_t width) const {
+int64_t ResNetImpl::forward_macs(const data::SampleShape& sample) const {
+  int64_t height = sample.height, width = sample.width;
   int64_t total = conv_macs(conv1_, height, width);
   if (!config_.small_input) height = (height + 1) / 2, width = (width + 1) / 2;  // 3x3 stride-2 max-pool
   for (const auto& layer : layers_)

@@ -44,7 +44,7 @@ class ResNetImpl : public ModelImpl {
  public:
   ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy);
   torch::Tensor forward(const torch::Tensor& inputs) override;
-  int64_t forward_macs(int64_t channels, int64_t height, int64_t width) const override;
+  int64_t forward_macs(const data::SampleShape& sample) const override;
 
  private:
   ResNetConfig config_;

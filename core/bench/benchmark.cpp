@@ -55,15 +55,15 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
 
   const int64_t batch = c.data.batch_size;
   const int64_t batches = std::clamp<int64_t>(options.warmup + options.steps + 1, 2, 64);
-  const data::Dataset train_set = options.real_data ? data::load_fashion_mnist(c.data, "train", c.data.train_limit)
+  const data::Dataset train_set = options.real_data ? data::load_dataset(c.data, "train")
                                                     : data::synthetic_dataset(c.data, batches * batch);
   const data::Dataset test_set = data::synthetic_dataset(c.data, 1);
   data::BatchLoader loader(train_set, batch, c.data.shuffle, c.seed, /*drop_last=*/true);
 
   const data::SampleShape sample = data::sample_shape(c.data);
   c.max_steps = options.warmup + options.steps;
-  train::TrainingStack stack = train::build_training_stack(c, models::data_shape(sample), loader.batches_per_epoch(), device);
-  const int64_t macs = stack.model->forward_macs(sample.channels, sample.height, sample.width);
+  train::TrainingStack stack = train::build_training_stack(c, sample, loader.batches_per_epoch(), device);
+  const int64_t macs = stack.model->forward_macs(sample);
 
   ScratchSinks scratch(fmt::format("{}/mpt-bench-{}", std::filesystem::temp_directory_path().string(), ::getpid()));
   train::Trainer trainer(c.train, c.schedule, stack.model, std::move(stack.optimizer), stack.precision_runtime(),
@@ -107,7 +107,7 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
 LoaderResult run_loader_benchmark(const config::ExperimentConfig& c, const BenchOptions& options) {
   hardware::configure_threads(static_cast<int>(c.threads));
   const int64_t batch = c.data.batch_size;
-  const data::Dataset dataset = options.real_data ? data::load_fashion_mnist(c.data, "train", c.data.train_limit)
+  const data::Dataset dataset = options.real_data ? data::load_dataset(c.data, "train")
                                                   : data::synthetic_dataset(c.data, 64 * batch);
   data::BatchLoader loader(dataset, batch, c.data.shuffle, c.seed, /*drop_last=*/true);
   for (int64_t i = 0; i < options.warmup; ++i) loader.next();

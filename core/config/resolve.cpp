@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "core/common/error.h"
 #include "core/common/hardware.h"
 #include "core/config/load.h"
 #include "core/data/dataset.h"
@@ -79,7 +80,18 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
     problems.push_back(at(spec, "data.channels") + " = 2: expected 0 (native), 1, or 3 (grayscale replicated to RGB)");
 
   const std::string root = spec.get_string("data.root");
-  if (!std::filesystem::is_directory(root)) {
+  if (spec.get_string("data.name") == "text_corpus") {
+    try {
+      data::corpus_files(root);
+    } catch (const Error& e) {
+      problems.push_back(at(spec, "data.root") + " = " + e.what());
+    }
+    const std::string vocab = spec.get_string("data.vocab");
+    if (!std::filesystem::is_regular_file(vocab))
+      problems.push_back(at(spec, "data.vocab") + " = " + vocab +
+                         ": no such file (scripts/setup.sh converts bert-base-uncased's vocabulary to "
+                         "data/bert-base-uncased/vocab.txt)");
+  } else if (!std::filesystem::is_directory(root)) {
     problems.push_back(at(spec, "data.root") + " = " + root +
                        ": no such folder (for Fashion-MNIST: apt-get install dataset-fashion-mnist)");
   } else {
@@ -87,6 +99,11 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
       if (data::find_idx_file(root, stem).empty())
         problems.push_back(at(spec, "data.root") + " = " + root + ": missing " + stem + "[.gz]");
   }
+  const bool bert = spec.get_string("model.name").rfind("bert-", 0) == 0;
+  if (bert != (spec.get_string("data.name") == "text_corpus"))
+    problems.push_back(at(spec, "model.name") + " = " + spec.get_string("model.name") + ": " +
+                       (bert ? "BERT reads token sequences; expected data.name: text_corpus"
+                             : "reads images; expected data.name: fashion_mnist (text needs a bert-* model)"));
 
   throw_if_errors(spec.source_path(), problems);
 }

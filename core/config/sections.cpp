@@ -16,6 +16,8 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.model.resnet.small_input = spec.get_bool("model.small_input");
   c.model.resnet.zero_init_residual = spec.get_bool("model.zero_init_residual");
   c.model.resnet.channels_last = spec.get_bool("model.channels_last");
+  c.model.bert_head = spec.get_string("model.head");
+  c.model.bert_dropout = spec.get_float("model.dropout");
 
   c.data.name = spec.get_string("data.name");
   c.data.root = spec.get_string("data.root");
@@ -25,6 +27,11 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.data.test_limit = spec.get_int("data.test_limit");
   c.data.image_size = spec.get_int("data.image_size");
   c.data.channels = spec.get_int("data.channels");
+  c.data.vocab = spec.get_string("data.vocab");
+  c.data.lowercase = spec.get_bool("data.lowercase");
+  c.data.seq_len = spec.get_int("data.seq_len");
+  c.data.mask_prob = spec.get_float("data.mask_prob");
+  c.data.test_every = spec.get_int("data.test_every");
 
   c.precision.mode = spec.get_string("precision.mode");
   c.precision.fp32_modules = spec.get_string_list("precision.fp32_modules");
@@ -61,6 +68,7 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.max_steps = spec.get_int("train.max_steps");
   c.train.log_every_steps = spec.get_int("train.log_every_steps");
   c.train.eval_every_steps = spec.get_int("train.eval_every_steps");
+  c.train.eval_batch_size = spec.get_int("train.eval_batch_size");
   c.train.grad_clip_norm = spec.get_float("train.grad_clip_norm");
   c.train.grad_accum_steps = spec.get_int("train.grad_accum_steps");
   c.train.max_consecutive_skips = spec.get_int("train.max_consecutive_skips");

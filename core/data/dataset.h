@@ -1,14 +1,17 @@
-// An in-memory labelled dataset and the Fashion-MNIST loader that fills one from the real IDX files.
+// In-memory datasets: images with labels (Fashion-MNIST) and token sequences (a text corpus for masked-LM),
+// the config that selects one, and the shape of a sample known before any data is read.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace mpt::data {
 
 struct DataConfig {
-  std::string name = "fashion_mnist";
+  std::string name = "fashion_mnist";  // fashion_mnist | text_corpus
   std::string root = "/usr/share/datasets/fashion-mnist";
   int64_t batch_size = 128;
   bool shuffle = true;
@@ -16,18 +19,52 @@ struct DataConfig {
   int64_t test_limit = 0;
   int64_t image_size = 0;   // resize batches to image_size x image_size (0 = native)
   int64_t channels = 0;     // 3 replicates grayscale to RGB (0 = native)
+  // Text
+  std::string vocab;          // WordPiece vocab.txt
+  bool lowercase = true;      // bert-base-uncased's normalisation: lower-case and strip accents
+  int64_t seq_len = 128;      // tokens per sequence, [CLS] and [SEP] included
+  double mask_prob = 0.15;    // masked-LM: share of tokens chosen for prediction
+  int64_t test_every = 20;    // every N-th packed sequence is held out for evaluation
+};
+
+// Masked-LM batches: of the chosen tokens, 80% become [MASK], 10% a random token, 10% stay (BERT's recipe).
+struct MaskedLmConfig {
+  double probability = 0.15;
+  int64_t mask_id = 103;
+  int64_t vocab_size = 30522;
+  std::vector<int64_t> special_ids;  // never chosen: [PAD], [CLS], [SEP]
 };
 
 struct Dataset {
-  torch::Tensor images;  // uint8 (N, 1, H, W): stays compact on the host; batches become FP32
-  torch::Tensor labels;  // int64 (N)
-  int64_t num_classes = 0;
+  // Images: uint8 (N, 1, H, W) stays compact on the host; batches become normalised FP32.
+  torch::Tensor images;
   float mean = 0.0f;  // per-pixel normalisation, from the training split
   float std = 1.0f;
   int64_t out_channels = 0;  // batch shape adjustments (DataConfig::channels, image_size); 0 = native
   int64_t out_size = 0;
-  int64_t size() const { return labels.size(0); }
+  // Text: int32 token ids (N, S), [PAD] = 0 after the text; batches become int64.
+  torch::Tensor tokens;
+  std::optional<MaskedLmConfig> masked_lm;  // set: targets are made per batch by masking
+  // Labels: int64 (N); undefined for masked-LM.
+  torch::Tensor labels;
+  int64_t num_classes = 0;
+
+  int64_t size() const { return tokens.defined() ? tokens.size(0) : labels.size(0); }
 };
+
+// What one sample looks like to a model: (channels, height, width) for images, seq_len and vocab_size for text.
+struct SampleShape {
+  int64_t channels = 0, height = 0, width = 0;
+  int64_t seq_len = 0;
+  int64_t vocab_size = 0;
+  int64_t num_classes = 0;       // labels of a classifier; 0 for masked-LM
+  double masked_fraction = 0.0;  // masked-LM: share of positions the loss predicts (data.mask_prob)
+  int64_t features() const { return channels * height * width; }
+};
+SampleShape sample_shape(const DataConfig& config);
+
+// The spec's dataset, split "train" or "test", with data.train_limit / data.test_limit applied.
+Dataset load_dataset(const DataConfig& config, const std::string& split);
 
 // split is "train" or "t10k"; limit > 0 keeps only the first `limit` samples; batches take the config's
 // channels and image_size.
@@ -36,17 +73,20 @@ Dataset load_fashion_mnist(const DataConfig& config, const std::string& split, i
 // The path of ROOT/STEM.gz or ROOT/STEM, whichever exists; "" when neither does.
 std::string find_idx_file(const std::string& root, const std::string& stem);
 
-// A dataset's sample shape and classes without reading it: (channels, height, width, classes).
-struct SampleShape {
-  int64_t channels, height, width, num_classes;
-};
-SampleShape sample_shape(const DataConfig& config);
-
-// Random images and labels already in the spec's batch shape, for benchmarks that keep disk and decoding
-// out of the measurement (`mpt bench` without --real-data).
-Dataset synthetic_dataset(const DataConfig& config, int64_t samples);
-
 // The four files a Fashion-MNIST root must hold, for validation before any work.
 std::vector<std::string> fashion_mnist_stems();
+
+// A text corpus (data.root: one UTF-8 file, or every *.txt under a folder, sorted) tokenised with the WordPiece
+// vocabulary data.vocab and packed into [CLS] tokens... [SEP] sequences of data.seq_len, each file's last one
+// padded with [PAD]. Every data.test_every-th sequence is the "test" split, the rest "train"; batches are
+// masked per data.mask_prob.
+Dataset load_text_corpus(const DataConfig& config, const std::string& split, int64_t limit);
+
+// The files a text corpus root holds, in reading order; an error naming the root when there are none.
+std::vector<std::string> corpus_files(const std::string& root);
+
+// Random samples already in the spec's batch shape, for benchmarks that keep disk and decoding out of the
+// measurement (`mpt bench` without --real-data).
+Dataset synthetic_dataset(const DataConfig& config, int64_t samples);
 
 }  // namespace mpt::data

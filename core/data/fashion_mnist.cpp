@@ -15,12 +15,6 @@ constexpr float kStd = 0.3530f;
 
 }  // namespace
 
-SampleShape sample_shape(const DataConfig& config) {
-  const int64_t size = config.image_size > 0 ? config.image_size : 28;
-  if (config.name == "fashion_mnist") return {config.channels > 0 ? config.channels : 1, size, size, kClasses};
-  throw UsageError("data.name: unknown dataset '" + config.name + "'");
-}
-
 std::vector<std::string> fashion_mnist_stems() {
   return {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
 }

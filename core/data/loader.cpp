@@ -3,6 +3,7 @@
 #include "core/data/loader.h"
 
 #include "core/common/error.h"
+#include "core/data/masking.h"
 
 namespace mpt::data {
 namespace {
@@ -46,11 +47,7 @@ void BatchLoader::shuffle_for(int64_t epoch) {
   order_epoch_ = epoch;
 }
 
-Batch BatchLoader::next() {
-  if (order_epoch_ != position_.epoch) shuffle_for(position_.epoch);
-  const int64_t start = position_.batch * batch_size_;
-  const int64_t count = std::min(batch_size_, dataset_.size() - start);
-  torch::Tensor indices = order_.narrow(0, start, count);
+Batch BatchLoader::image_batch(const torch::Tensor& indices) const {
   Batch batch;
   batch.inputs = dataset_.images.index_select(0, indices).to(torch::kFloat).div_(255.0f).sub_(dataset_.mean).div_(dataset_.std);
   if (dataset_.out_size > 0 && dataset_.out_size != batch.inputs.size(2)) {
@@ -63,6 +60,24 @@ Batch BatchLoader::next() {
   if (dataset_.out_channels > batch.inputs.size(1))  // grayscale -> RGB for ImageNet-style stems
     batch.inputs = batch.inputs.expand({-1, dataset_.out_channels, -1, -1}).contiguous();
   batch.targets = dataset_.labels.index_select(0, indices);
+  return batch;
+}
+
+Batch BatchLoader::token_batch(const torch::Tensor& indices) const {
+  const torch::Tensor tokens = dataset_.tokens.index_select(0, indices).to(torch::kLong);  // (B, S)
+  if (!dataset_.masked_lm) return {tokens, dataset_.labels.index_select(0, indices)};
+  // The masks depend only on (seed, epoch, batch): a resumed run re-draws exactly the masks it would have drawn.
+  uint64_t state = seed_ ^ (static_cast<uint64_t>(position_.epoch) << 32) ^ static_cast<uint64_t>(position_.batch);
+  MaskedTokens masked = mask_tokens(tokens, *dataset_.masked_lm, splitmix64(state));
+  return {masked.inputs, masked.targets};
+}
+
+Batch BatchLoader::next() {
+  if (order_epoch_ != position_.epoch) shuffle_for(position_.epoch);
+  const int64_t start = position_.batch * batch_size_;
+  const int64_t count = std::min(batch_size_, dataset_.size() - start);
+  const torch::Tensor indices = order_.narrow(0, start, count);
+  Batch batch = dataset_.tokens.defined() ? token_batch(indices) : image_batch(indices);
   if (++position_.batch == batches_per_epoch_) position_ = DataPosition{position_.epoch + 1, 0};
   return batch;
 }

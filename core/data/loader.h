@@ -17,8 +17,8 @@ struct DataPosition {
 };
 
 struct Batch {
-  torch::Tensor inputs;   // FP32 (B, C, H, W), normalised, on the host
-  torch::Tensor targets;  // int64 (B)
+  torch::Tensor inputs;   // images: FP32 (B, C, H, W), normalised; text: int64 token ids (B, S); on the host
+  torch::Tensor targets;  // int64 (B) labels, or (B, S) masked-LM targets (-100 where not predicted)
 };
 
 class BatchLoader {
@@ -35,6 +35,8 @@ class BatchLoader {
 
  private:
   void shuffle_for(int64_t epoch);
+  Batch image_batch(const torch::Tensor& indices) const;
+  Batch token_batch(const torch::Tensor& indices) const;
 
   const Dataset& dataset_;
   int64_t batch_size_;

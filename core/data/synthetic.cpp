@@ -1,5 +1,6 @@
 // Synthetic data in the spec's batch shape.
 #include "core/data/dataset.h"
+#include "core/data/wordpiece.h"
 
 namespace mpt::data {
 
@@ -7,6 +8,12 @@ Dataset synthetic_dataset(const DataConfig& config, int64_t samples) {
   const SampleShape shape = sample_shape(config);
   torch::Generator generator = at::detail::createCPUGenerator(/*seed_in=*/1234);
   Dataset dataset;
+  if (shape.seq_len > 0) {  // random ids above the special tokens; masking as the real corpus does it
+    dataset.tokens = torch::randint(1000, shape.vocab_size, {samples, shape.seq_len}, generator,
+                                    torch::TensorOptions().dtype(torch::kInt));
+    dataset.masked_lm = masked_lm_config(Vocabulary::load(config.vocab), config.mask_prob);
+    return dataset;
+  }
   dataset.images = torch::randint(0, 256, {samples, shape.channels, shape.height, shape.width}, generator,
                                   torch::TensorOptions().dtype(torch::kUInt8));
   dataset.labels = torch::randint(0, shape.num_classes, {samples}, generator, torch::TensorOptions().dtype(torch::kLong));

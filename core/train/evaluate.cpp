@@ -14,24 +14,26 @@ EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, tor
   data::BatchLoader loader(dataset, batch_size, /*shuffle=*/false, /*seed=*/0, /*drop_last=*/false);
   auto options = torch::TensorOptions().dtype(torch::kDouble).device(device);
   torch::Tensor loss_sum = torch::zeros({}, options), correct = torch::zeros({}, options);
+  int64_t predictions = 0;  // samples, or masked tokens under masked-LM
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     data::Batch batch = loader.next();
     torch::Tensor inputs = batch.inputs.to(device), targets = batch.targets.to(device);
-    torch::Tensor logits;
+    models::Prediction prediction;
     {
       precision::AutocastScope autocast(device.type(), compute_dtype);
-      logits = model.forward(inputs);
+      prediction = model.predict(inputs, targets);
     }
-    logits = logits.to(torch::kFloat);  // (B, K): the loss is always FP32
+    const torch::Tensor logits = prediction.logits.to(torch::kFloat);  // (N, K): the loss is always FP32
     loss_sum += torch::nn::functional::cross_entropy(
-        logits, targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-    correct += logits.argmax(1).eq(targets).sum();
+        logits, prediction.targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    correct += logits.argmax(1).eq(prediction.targets).sum();
+    predictions += prediction.targets.size(0);
   }
   model.train(was_training);
   EvalMetrics metrics;
   metrics.samples = dataset.size();
-  metrics.loss = loss_sum.item<double>() / metrics.samples;
-  metrics.accuracy = correct.item<double>() / metrics.samples;
+  metrics.loss = loss_sum.item<double>() / static_cast<double>(predictions);
+  metrics.accuracy = correct.item<double>() / static_cast<double>(predictions);
   return metrics;
 }
 

@@ -10,12 +10,12 @@ PrecisionRuntime TrainingStack::precision_runtime() const {
                           numerics.get()};
 }
 
-TrainingStack build_training_stack(config::ExperimentConfig& c, const models::DataShape& shape,
+TrainingStack build_training_stack(config::ExperimentConfig& c, const data::SampleShape& sample,
                                    int64_t batches_per_epoch, torch::Device device) {
   TrainingStack stack;
   if (c.check_numerics) stack.numerics = std::make_unique<precision::NumericsMonitor>();
   const precision::ModulePolicy policy(c.precision.fp32_modules, stack.numerics.get());
-  stack.model = models::build_model(c.model, shape, policy);
+  stack.model = models::build_model(c.model, sample, policy);
   stack.model->to(device);
   stack.compute_dtype = precision::compute_dtype(c.precision.mode);
   stack.loss_scale = c.precision.loss_scale;

@@ -32,7 +32,7 @@ struct TrainingStack {
 
 // Builds the stack for `c` on `device`; fills c.train.total_steps (from epochs and batches_per_epoch unless
 // max_steps is set), c.train.eval_every_steps (per epoch when 0) and c.schedule's peak LR, warmup and length.
-TrainingStack build_training_stack(config::ExperimentConfig& c, const models::DataShape& shape,
+TrainingStack build_training_stack(config::ExperimentConfig& c, const data::SampleShape& sample,
                                    int64_t batches_per_epoch, torch::Device device);
 
 }  // namespace mpt::train

@@ -90,10 +90,10 @@ void Trainer::step_once() {
     torch::Tensor inputs = (pinned ? batch.inputs.pin_memory() : batch.inputs).to(device_, /*non_blocking=*/pinned);
     torch::Tensor targets = (pinned ? batch.targets.pin_memory() : batch.targets).to(device_, pinned);
     mark(&StepPhases::data);
-    torch::Tensor logits;
+    models::Prediction prediction;
     {
       precision::AutocastScope autocast(device_.type(), compute_dtype_);
-      logits = model_->forward(inputs);  // (B, K), compute dtype except the FP32 islands
+      prediction = model_->predict(inputs, targets);  // (N, K), compute dtype except the FP32 islands
     }
     if (numerics_) {
       if (auto activation = numerics_->take()) {
@@ -101,17 +101,20 @@ void Trainer::step_once() {
         last_activation_ = activation;
       }
     }
-    logits = logits.to(torch::kFloat);
-    torch::Tensor loss = torch::nn::functional::cross_entropy(logits, targets);  // FP32, mean over B
+    const torch::Tensor logits = prediction.logits.to(torch::kFloat);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(logits, prediction.targets);  // FP32, mean over N
     mark(&StepPhases::forward);
     scaler_.scale_loss(loss / static_cast<double>(config_.grad_accum_steps)).backward();
 
-    torch::Tensor detached = loss.detach().to(torch::kDouble) * static_cast<double>(targets.size(0));
-    torch::Tensor correct = logits.detach().argmax(1).eq(targets).sum();
+    // Loss and accuracy are per prediction (a sample, or a masked token); throughput is per sample.
+    const int64_t predicted = prediction.targets.size(0);
+    torch::Tensor detached = loss.detach().to(torch::kDouble) * static_cast<double>(predicted);
+    torch::Tensor correct = logits.detach().argmax(1).eq(prediction.targets).sum();
     window_loss_ += detached, epoch_loss_ += detached;
     window_correct_ += correct, epoch_correct_ += correct;
-    window_samples_ += targets.size(0), epoch_samples_ += targets.size(0);
-    result_.samples_trained += targets.size(0);
+    window_predictions_ += predicted, epoch_predictions_ += predicted;
+    window_samples_ += inputs.size(0), epoch_samples_ += inputs.size(0);
+    result_.samples_trained += inputs.size(0);
     close_epoch_if_done(epoch_before);
     mark(&StepPhases::backward);
   }
@@ -160,19 +163,19 @@ void Trainer::step_once() {
 
 void Trainer::close_epoch_if_done(int64_t epoch_before) {
   if (train_loader_.position().epoch == epoch_before) return;
-  result_.train_loss = epoch_loss_.item<double>() / epoch_samples_;
-  result_.train_accuracy = epoch_correct_.item<double>() / epoch_samples_;
-  epoch_loss_.zero_(), epoch_correct_.zero_(), epoch_samples_ = 0;
+  result_.train_loss = epoch_loss_.item<double>() / epoch_predictions_;
+  result_.train_accuracy = epoch_correct_.item<double>() / epoch_predictions_;
+  epoch_loss_.zero_(), epoch_correct_.zero_(), epoch_samples_ = 0, epoch_predictions_ = 0;
   epoch_closed_ = true;
 }
 
 void Trainer::log_window(double window_seconds) {
-  const double loss = window_loss_.item<double>() / window_samples_;
+  const double loss = window_loss_.item<double>() / window_predictions_;
   nlohmann::json line = {{"kind", "train"},
                          {"step", state_.step},
                          {"epoch", state_.data.epoch},
                          {"loss", loss},
-                         {"accuracy", window_correct_.item<double>() / window_samples_},
+                         {"accuracy", window_correct_.item<double>() / window_predictions_},
                          {"lr", current_lr_},
                          {"loss_scale", scaler_.scale()},
                          {"skipped_steps", state_.skipped_steps},
@@ -186,7 +189,7 @@ void Trainer::log_window(double window_seconds) {
   samples_per_sec_ = window_samples_ / std::max(window_seconds, 1e-9);
   if (!sinks_.progress.live() || state_.step == config_.total_steps)
     sinks_.logger->info("{}", io::format_progress(progress_line()));
-  window_loss_.zero_(), window_correct_.zero_(), window_steps_ = 0, window_samples_ = 0;
+  window_loss_.zero_(), window_correct_.zero_(), window_steps_ = 0, window_samples_ = 0, window_predictions_ = 0;
 }
 
 io::ProgressLine Trainer::progress_line() const {
@@ -248,8 +251,8 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
   if (!result_.eval && result_.status == "completed") evaluate_now();  // resumed a finished run: still report
   if (result_.status == "interrupted" && state_.step > 0) save_checkpoint();
   if (!epoch_closed_ && epoch_samples_ > 0) {  // no epoch completed: report the partial one
-    result_.train_loss = epoch_loss_.item<double>() / epoch_samples_;
-    result_.train_accuracy = epoch_correct_.item<double>() / epoch_samples_;
+    result_.train_loss = epoch_loss_.item<double>() / epoch_predictions_;
+    result_.train_accuracy = epoch_correct_.item<double>() / epoch_predictions_;
   }
   sinks_.progress.finish();
   result_.steps = state_.step;

@@ -140,6 +140,7 @@ class Trainer {
   // Device-side running sums, read on the host only when logging or at epoch ends.
   torch::Tensor window_loss_, window_correct_, epoch_loss_, epoch_correct_;
   int64_t window_steps_ = 0, window_samples_ = 0, epoch_samples_ = 0;
+  int64_t window_predictions_ = 0, epoch_predictions_ = 0;  // samples, or masked tokens under masked-LM
   bool epoch_closed_ = false;
   StepPhases* profile_ = nullptr;
 };

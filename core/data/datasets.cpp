@@ -1,0 +1,33 @@
+// The dataset registry: data.name -> sample shape and loader.
+#include "core/common/error.h"
+#include "core/data/dataset.h"
+#include "core/data/wordpiece.h"
+
+namespace mpt::data {
+
+SampleShape sample_shape(const DataConfig& config) {
+  SampleShape shape;
+  if (config.name == "fashion_mnist") {
+    const int64_t size = config.image_size > 0 ? config.image_size : 28;
+    shape.channels = config.channels > 0 ? config.channels : 1;
+    shape.height = shape.width = size;
+    shape.num_classes = 10;
+    return shape;
+  }
+  if (config.name == "text_corpus") {
+    shape.seq_len = config.seq_len;
+    shape.vocab_size = Vocabulary::load(config.vocab).size();
+    shape.masked_fraction = config.mask_prob;
+    return shape;
+  }
+  throw UsageError("data.name: unknown dataset '" + config.name + "'");
+}
+
+Dataset load_dataset(const DataConfig& config, const std::string& split) {
+  const int64_t limit = split == "train" ? config.train_limit : config.test_limit;
+  if (config.name == "fashion_mnist") return load_fashion_mnist(config, split == "train" ? "train" : "t10k", limit);
+  if (config.name == "text_corpus") return load_text_corpus(config, split, limit);
+  throw UsageError("data.name: unknown dataset '" + config.name + "'");
+}
+
+}  // namespace mpt::data

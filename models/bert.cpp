@@ -1,0 +1,237 @@
+// BERT forward. B = batch, S = sequence length, H = hidden size, h = heads, d = H / h, V = vocabulary,
+// M = masked positions, K = classes.
+#include "models/bert.h"
+
+#include <cmath>
+
+#include "core/common/error.h"
+#include "core/precision/autocast.h"
+
+namespace mpt::models {
+namespace {
+
+constexpr double kInitStd = 0.02;           // HF's initializer_range
+constexpr double kMaskedScore = -1e9;       // added to [PAD] keys' scores; exp() of it is 0 in FP32
+constexpr int64_t kIgnoredTarget = -100;    // positions the loss skips (PyTorch's ignore_index)
+
+torch::nn::LayerNorm layer_norm(const BertConfig& config) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.hidden}).eps(config.layer_norm_eps));
+}
+
+torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
+  return p > 0 ? torch::dropout(x, p, training) : x;
+}
+
+// A LayerNorm through its runner: in FP32 when the policy keeps it there (the default), otherwise in the input's
+// dtype with the affine parameters cast to match (LayerNorm has no mixed-dtype kernel).
+torch::Tensor layer_norm_through(const precision::ModuleRunner& runner, const torch::nn::LayerNorm& norm,
+                                 const torch::Tensor& x) {
+  return runner(x, [&](const torch::Tensor& h) {
+    return torch::layer_norm(h, norm->options.normalized_shape(), norm->weight.to(h.scalar_type()),
+                             norm->bias.to(h.scalar_type()), norm->options.eps());
+  });
+}
+
+// HF's _init_weights: N(0, 0.02) for linear and embedding weights, zero biases and the [PAD] embedding row.
+void init_weights(torch::nn::Module& root, int64_t pad_id) {
+  torch::NoGradGuard no_grad;
+  for (auto& module : root.modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      linear->weight.normal_(0.0, kInitStd);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* embedding = module->as<torch::nn::Embedding>()) {
+      embedding->weight.normal_(0.0, kInitStd);
+      if (embedding->options.padding_idx()) embedding->weight[pad_id].zero_();
+    }
+  }
+}
+
+}  // namespace
+
+BertConfig bert_preset(const std::string& name) {
+  struct Size {
+    const char* name;
+    int64_t layers, hidden;
+  };
+  static const Size sizes[] = {{"bert-tiny", 2, 128},    {"bert-mini", 4, 256},  {"bert-small", 4, 512},
+                               {"bert-medium", 8, 512}, {"bert-base", 12, 768}, {"bert-large", 24, 1024}};
+  for (const Size& size : sizes) {
+    if (name != size.name) continue;
+    BertConfig config;
+    config.layers = size.layers;
+    config.hidden = size.hidden;
+    config.heads = size.hidden / 64;
+    config.intermediate = 4 * size.hidden;
+    return config;
+  }
+  throw UsageError("model.name: unknown BERT size '" + name + "' (bert-tiny|mini|small|medium|base|large)");
+}
+
+BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& config, const precision::ModulePolicy& policy,
+                                       const std::string& prefix)
+    : dropout_(config.dropout) {
+  word_embeddings = register_module(
+      "word_embeddings",
+      torch::nn::Embedding(torch::nn::EmbeddingOptions(config.vocab_size, config.hidden).padding_idx(config.pad_id)));
+  position_embeddings_ = register_module("position_embeddings",
+                                         torch::nn::Embedding(config.max_positions, config.hidden));
+  token_type_embeddings_ = register_module("token_type_embeddings",
+                                           torch::nn::Embedding(config.type_vocab, config.hidden));
+  norm_ = register_module("LayerNorm", layer_norm(config));
+  norm_runner_ = policy.runner(prefix + ".LayerNorm");
+}
+
+torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& ids) {
+  const torch::Tensor positions = torch::arange(ids.size(1), ids.options());  // (S)
+  // One segment: every token has type 0, so its embedding is row 0 broadcast over the batch.
+  torch::Tensor x = word_embeddings->forward(ids) + position_embeddings_->forward(positions) +
+                    token_type_embeddings_->weight[0];  // (B, S, H)
+  x = layer_norm_through(norm_runner_, norm_, x);
+  return maybe_dropout(x, dropout_, is_training());
+}
+
+BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePolicy& policy,
+                             const std::string& prefix)
+    : heads_(config.heads), dropout_(config.dropout) {
+  MPT_CHECK(config.hidden % config.heads == 0, "BERT hidden size must be a multiple of the head count");
+  const int64_t hidden = config.hidden;
+  auto attention = register_module("attention", NamedScope());
+  auto self = attention->register_module("self", NamedScope());
+  query_ = self->register_module("query", torch::nn::Linear(hidden, hidden));
+  key_ = self->register_module("key", torch::nn::Linear(hidden, hidden));
+  value_ = self->register_module("value", torch::nn::Linear(hidden, hidden));
+  auto attention_output = attention->register_module("output", NamedScope());
+  attention_out_ = attention_output->register_module("dense", torch::nn::Linear(hidden, hidden));
+  attention_norm_ = attention_output->register_module("LayerNorm", layer_norm(config));
+  attention_norm_runner_ = policy.runner(prefix + ".attention.output.LayerNorm");
+  auto intermediate = register_module("intermediate", NamedScope());
+  intermediate_ = intermediate->register_module("dense", torch::nn::Linear(hidden, config.intermediate));
+  auto output = register_module("output", NamedScope());
+  output_ = output->register_module("dense", torch::nn::Linear(config.intermediate, hidden));
+  output_norm_ = output->register_module("LayerNorm", layer_norm(config));
+  output_norm_runner_ = policy.runner(prefix + ".output.LayerNorm");
+}
+
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias) {
+  const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2), head_dim = hidden / heads_;
+  auto split_heads = [&](const torch::Tensor& t) { return t.view({batch, seq, heads_, head_dim}).transpose(1, 2); };
+  const torch::Tensor q = split_heads(query_->forward(x));  // (B, h, S, d)
+  const torch::Tensor k = split_heads(key_->forward(x));
+  const torch::Tensor v = split_heads(value_->forward(x));
+  torch::Tensor probs;
+  {
+    // The product runs in the compute dtype; scaling, masking and the softmax always in FP32.
+    torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
+    precision::Fp32Scope fp32(x.device().type());
+    scores = scores.to(torch::kFloat).mul(1.0 / std::sqrt(static_cast<double>(head_dim))) + mask_bias;
+    probs = maybe_dropout(torch::softmax(scores, -1), dropout_, is_training());
+  }
+  torch::Tensor context = torch::matmul(probs.to(v.scalar_type()), v);  // (B, h, S, d)
+  context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)
+  torch::Tensor attended = maybe_dropout(attention_out_->forward(context), dropout_, is_training()) + x;
+  attended = layer_norm_through(attention_norm_runner_, attention_norm_, attended);
+  torch::Tensor out = output_->forward(torch::gelu(intermediate_->forward(attended)));  // (B, S, 4H) -> (B, S, H)
+  out = maybe_dropout(out, dropout_, is_training()) + attended;
+  return layer_norm_through(output_norm_runner_, output_norm_, out);
+}
+
+BertModelImpl::BertModelImpl(const BertConfig& config, bool with_pooler, const precision::ModulePolicy& policy,
+                             const std::string& prefix)
+    : config_(config) {
+  const std::string at = prefix.empty() ? "" : prefix + ".";
+  embeddings = register_module("embeddings", BertEmbeddings(config, policy, at + "embeddings"));
+  auto encoder = register_module("encoder", NamedScope());
+  auto layer_list = encoder->register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.layers; ++i) {
+    layers_.push_back(BertLayer(config, policy, at + "encoder.layer." + std::to_string(i)));
+    layer_list->push_back(layers_.back());
+  }
+  if (with_pooler) {
+    auto pooler = register_module("pooler", NamedScope());
+    pooler_ = pooler->register_module("dense", torch::nn::Linear(config.hidden, config.hidden));
+  }
+}
+
+torch::Tensor BertModelImpl::forward(const torch::Tensor& ids) {
+  MPT_CHECK(ids.dim() == 2, "BERT takes token ids of shape (batch, sequence)");
+  // (B, 1, 1, S): a large negative score for [PAD] keys, so no position attends to padding.
+  const torch::Tensor mask_bias =
+      ids.eq(config_.pad_id).to(torch::kFloat).mul(kMaskedScore).view({ids.size(0), 1, 1, ids.size(1)});
+  torch::Tensor x = embeddings->forward(ids);
+  for (auto& layer : layers_) x = layer->forward(x, mask_bias);
+  return x;  // (B, S, H)
+}
+
+torch::Tensor BertModelImpl::pool(const torch::Tensor& hidden) {
+  MPT_CHECK(pooler_, "this BERT has no pooler");
+  return torch::tanh(pooler_->forward(hidden.select(1, 0)));  // the [CLS] state: (B, H)
+}
+
+BertForMaskedLmImpl::BertForMaskedLmImpl(const BertConfig& config, const precision::ModulePolicy& policy)
+    : config_(config) {
+  bert_ = register_module("bert", BertModel(config, /*with_pooler=*/false, policy, "bert"));
+  auto cls = register_module("cls", NamedScope());
+  auto predictions = cls->register_module("predictions", NamedScope());
+  auto transform = predictions->register_module("transform", NamedScope());
+  transform_ = transform->register_module("dense", torch::nn::Linear(config.hidden, config.hidden));
+  transform_norm_ = transform->register_module("LayerNorm", layer_norm(config));
+  // The decoder's weight is the word-embedding matrix (tied, as in BERT); only its bias is the head's own.
+  decoder_bias_ = predictions->register_parameter("bias", torch::zeros({config.vocab_size}));
+  head_runner_ = policy.runner("cls.predictions");
+  transform_norm_runner_ = policy.runner("cls.predictions.transform.LayerNorm");
+  init_weights(*this, config.pad_id);
+}
+
+torch::Tensor BertForMaskedLmImpl::head(const torch::Tensor& hidden) {
+  return head_runner_(hidden, [&](const torch::Tensor& x) {
+    const torch::Tensor h = layer_norm_through(transform_norm_runner_, transform_norm_, torch::gelu(transform_->forward(x)));  // (N, H)
+    const torch::Tensor& embedding = bert_->embeddings->word_embeddings->weight;
+    return torch::nn::functional::linear(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
+  });
+}
+
+torch::Tensor BertForMaskedLmImpl::forward(const torch::Tensor& inputs) {
+  const torch::Tensor hidden = bert_->forward(inputs);  // (B, S, H)
+  return head(hidden.reshape({-1, config_.hidden})).view({inputs.size(0), inputs.size(1), -1});  // (B, S, V)
+}
+
+Prediction BertForMaskedLmImpl::predict(const torch::Tensor& inputs, const torch::Tensor& targets) {
+  const torch::Tensor hidden = bert_->forward(inputs).reshape({-1, config_.hidden});  // (B*S, H)
+  const torch::Tensor flat_targets = targets.reshape({-1});
+  const torch::Tensor positions = flat_targets.ne(kIgnoredTarget).nonzero().squeeze(1);  // (M)
+  return {head(hidden.index_select(0, positions)), flat_targets.index_select(0, positions)};  // (M, V), (M)
+}
+
+int64_t bert_encoder_macs(const BertConfig& c, int64_t seq_len) {
+  const int64_t projections = 4 * c.hidden * c.hidden * seq_len;  // Q, K, V, attention output
+  const int64_t attention = 2 * seq_len * seq_len * c.hidden;      // Q K^T and probs V over all heads
+  const int64_t feed_forward = 2 * c.hidden * c.intermediate * seq_len;
+  return c.layers * (projections + attention + feed_forward);
+}
+
+int64_t BertForMaskedLmImpl::forward_macs(const data::SampleShape& sample) const {
+  const auto predicted = static_cast<int64_t>(std::llround(sample.masked_fraction * static_cast<double>(sample.seq_len)));
+  return bert_encoder_macs(config_, sample.seq_len) +
+         predicted * (config_.hidden * config_.hidden + config_.hidden * config_.vocab_size);
+}
+
+BertForSequenceClassificationImpl::BertForSequenceClassificationImpl(const BertConfig& config,
+                                                                     const precision::ModulePolicy& policy)
+    : config_(config) {
+  bert_ = register_module("bert", BertModel(config, /*with_pooler=*/true, policy, "bert"));
+  classifier_ = register_module("classifier", torch::nn::Linear(config.hidden, config.num_classes));
+  classifier_runner_ = policy.runner("classifier");
+  init_weights(*this, config.pad_id);
+}
+
+torch::Tensor BertForSequenceClassificationImpl::forward(const torch::Tensor& inputs) {
+  torch::Tensor pooled = maybe_dropout(bert_->pool(bert_->forward(inputs)), config_.dropout, is_training());  // (B, H)
+  return classifier_runner_(pooled, [&](const torch::Tensor& h) { return classifier_->forward(h); });  // (B, K)
+}
+
+int64_t BertForSequenceClassificationImpl::forward_macs(const data::SampleShape& sample) const {
+  return bert_encoder_macs(config_, sample.seq_len) + config_.hidden * config_.hidden +
+         config_.hidden * config_.num_classes;
+}
+
+}  // namespace mpt::models

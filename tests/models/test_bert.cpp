@@ -1,0 +1,137 @@
+// BERT: Hugging Face's parameter counts and state-dict names, forward shapes, padding and the FP32 islands.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "core/precision/autocast.h"
+#include "models/registry.h"
+
+using namespace mpt::models;
+
+namespace {
+
+const std::vector<std::string> kDefaultFp32{"*LayerNorm", "cls.predictions", "classifier"};
+
+mpt::data::SampleShape text_shape(int64_t seq_len, int64_t vocab, int64_t classes) {
+  mpt::data::SampleShape shape;
+  shape.seq_len = seq_len;
+  shape.vocab_size = vocab;
+  shape.num_classes = classes;
+  shape.masked_fraction = classes > 0 ? 0.0 : 0.15;
+  return shape;
+}
+
+Model bert(const std::string& name, const std::string& head, int64_t classes, int64_t vocab = 30522,
+           const std::vector<std::string>& fp32 = kDefaultFp32) {
+  ModelConfig config;
+  config.name = name;
+  config.bert_head = head;
+  config.bert_dropout = 0.0;
+  return build_model(config, text_shape(128, vocab, classes), mpt::precision::ModulePolicy(fp32));
+}
+
+int64_t count(const torch::nn::Module& module) {
+  int64_t total = 0;
+  for (const auto& p : module.parameters()) total += p.numel();
+  return total;
+}
+
+std::set<std::string> state_names(const torch::nn::Module& module) {
+  std::set<std::string> names;
+  for (const auto& p : module.named_parameters()) names.insert(p.key());
+  for (const auto& b : module.named_buffers()) names.insert(b.key());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("bert-base BertModel with pooler has HF's 109,482,240 parameters and names", "[fast][models]") {
+  BertConfig config = bert_preset("bert-base");
+  BertModel model(config, /*with_pooler=*/true, mpt::precision::ModulePolicy(), "");
+  CHECK(count(*model) == 109482240);
+  const std::set<std::string> names = state_names(*model);
+  CHECK(names.size() == 199);  // 5 embedding tensors + 12 layers x 16 + pooler 2
+  for (const char* expected :
+       {"embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+        "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias",
+        "encoder.layer.0.attention.self.query.weight", "encoder.layer.0.attention.self.key.bias",
+        "encoder.layer.0.attention.self.value.weight", "encoder.layer.0.attention.output.dense.weight",
+        "encoder.layer.0.attention.output.LayerNorm.weight", "encoder.layer.0.intermediate.dense.weight",
+        "encoder.layer.11.output.dense.bias", "encoder.layer.11.output.LayerNorm.bias", "pooler.dense.weight",
+        "pooler.dense.bias"})
+    CHECK(names.count(expected) == 1);
+}
+
+TEST_CASE("BertForMaskedLM: bert.* without pooler, cls.predictions.*, decoder tied to the embeddings",
+          "[fast][models]") {
+  Model model = bert("bert-base", "mlm", 0);
+  CHECK(count(*model) == 109514298);  // HF BertForMaskedLM: the tied decoder adds only its bias
+  const std::set<std::string> names = state_names(*model);
+  for (const char* expected : {"bert.embeddings.word_embeddings.weight", "cls.predictions.bias",
+                               "cls.predictions.transform.dense.weight", "cls.predictions.transform.LayerNorm.bias"})
+    CHECK(names.count(expected) == 1);
+  CHECK(names.count("bert.pooler.dense.weight") == 0);
+  CHECK(names.count("cls.predictions.decoder.weight") == 0);  // the word embeddings, not a copy
+}
+
+TEST_CASE("BERT presets follow Google's sizes", "[fast][models]") {
+  CHECK(bert_preset("bert-tiny").layers == 2);
+  CHECK(bert_preset("bert-tiny").hidden == 128);
+  CHECK(bert_preset("bert-mini").heads == 4);
+  CHECK(bert_preset("bert-medium").layers == 8);
+  CHECK(bert_preset("bert-large").intermediate == 4096);
+  CHECK_THROWS_WITH(bert_preset("bert-huge"), Catch::Contains("unknown BERT size"));
+}
+
+TEST_CASE("masked-LM predicts only at targeted positions; classification gives one row per sequence",
+          "[fast][models]") {
+  torch::manual_seed(0);
+  Model mlm = bert("bert-tiny", "mlm", 0, 1000);
+  const torch::Tensor ids = torch::randint(5, 1000, {3, 16}, torch::kLong);
+  CHECK(mlm->forward(ids).sizes() == std::vector<int64_t>{3, 16, 1000});
+  torch::Tensor targets = torch::full({3, 16}, -100, torch::kLong);
+  targets[0][3] = 7, targets[2][15] = 9, targets[1][0] = 11;
+  Prediction prediction = mlm->predict(ids, targets);
+  CHECK(prediction.logits.sizes() == std::vector<int64_t>{3, 1000});
+  CHECK(prediction.targets.equal(torch::tensor({7, 11, 9}, torch::kLong)));  // row-major order of the positions
+
+  Model classifier = bert("bert-tiny", "classification", 4, 1000);
+  CHECK(classifier->forward(ids).sizes() == std::vector<int64_t>{3, 4});
+}
+
+TEST_CASE("BERT ignores [PAD] positions: appended padding leaves the other outputs unchanged", "[fast][models]") {
+  torch::manual_seed(1);
+  Model mlm = bert("bert-tiny", "mlm", 0, 1000);
+  mlm->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor ids = torch::randint(5, 1000, {2, 10}, torch::kLong);
+  const torch::Tensor padded = torch::cat({ids, torch::zeros({2, 6}, torch::kLong)}, 1);  // [PAD] = 0
+  const torch::Tensor short_logits = mlm->forward(ids);
+  const torch::Tensor long_logits = mlm->forward(padded).narrow(1, 0, 10);
+  CHECK(torch::allclose(short_logits, long_logits, /*rtol=*/1e-4, /*atol=*/1e-5));
+}
+
+TEST_CASE("under BF16 autocast BERT's heads give FP32 logits; without the policy they are BF16", "[fast][models]") {
+  torch::manual_seed(2);
+  const torch::Tensor ids = torch::randint(5, 1000, {2, 8}, torch::kLong);
+  const torch::Tensor targets = torch::randint(5, 1000, {2, 8}, torch::kLong);
+  for (const bool fp32_heads : {true, false}) {
+    Model mlm = bert("bert-tiny", "mlm", 0, 1000, fp32_heads ? kDefaultFp32 : std::vector<std::string>{"*LayerNorm"});
+    Model classifier =
+        bert("bert-tiny", "classification", 3, 1000, fp32_heads ? kDefaultFp32 : std::vector<std::string>{});
+    mpt::precision::AutocastScope autocast(torch::kCPU, torch::kBFloat16);
+    const auto expected = fp32_heads ? torch::kFloat : torch::kBFloat16;
+    CHECK(mlm->predict(ids, targets).logits.scalar_type() == expected);
+    CHECK(classifier->forward(ids).scalar_type() == expected);
+  }
+}
+
+TEST_CASE("BERT MACs: encoder projections, attention and feed-forward, plus the masked positions' head",
+          "[fast][models]") {
+  const BertConfig base = bert_preset("bert-base");
+  // Per layer at S=128: 4 H^2 S + 2 S^2 H + 2 H I S = 302.0M + 25.2M + 604.0M.
+  CHECK(bert_encoder_macs(base, 128) == 12 * (4LL * 768 * 768 * 128 + 2LL * 128 * 128 * 768 + 2LL * 768 * 3072 * 128));
+  Model mlm = bert("bert-base", "mlm", 0);
+  const int64_t head = 19 * (768LL * 768 + 768LL * 30522);  // round(0.15 x 128) = 19 predicted positions
+  CHECK(mlm->forward_macs(text_shape(128, 30522, 0)) == bert_encoder_macs(base, 128) + head);
+}
