@@ -56,6 +56,18 @@ int run_bench(const BenchOptions& options);
 // `mpt inspect`: the model a spec builds, its parameters per top-level module, total, and FLOPs per sample.
 int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json);
 
+struct ExportOptions {
+  std::string source;  // a checkpoint file, or a run directory (its newest valid checkpoint)
+  std::string format = "safetensors";
+  std::string out;
+};
+
+// Writes a checkpoint's FP32 weights as safetensors or a PyTorch zip file with torchvision / HF names.
+int run_export(const ExportOptions& options);
+
+// Evaluates the spec's model (weights from model.init_from) on the spec's test data: loss and accuracy.
+int run_eval(const std::string& spec_path, const std::vector<std::string>& overrides, bool json);
+
 // The environment check: what mpt can use here, what `mixed` resolves to, and what to fix. 0 when mpt can run.
 int run_doctor();
 

@@ -70,6 +70,21 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("overrides", inspect_overrides, "key=value overrides");
   inspect_cmd->add_flag("--json", inspect_json, "Print JSON instead of a table");
 
+  mpt::app::ExportOptions export_options;
+  CLI::App* export_cmd = cli.add_subcommand("export", "Write a run's weights as safetensors or a PyTorch file");
+  export_cmd->add_option("source", export_options.source, "Checkpoint file or run directory")->required();
+  export_cmd->add_option("--format", export_options.format, "safetensors | torch")
+      ->check(CLI::IsMember({"safetensors", "torch"}));
+  export_cmd->add_option("--out", export_options.out, "Output file")->required();
+
+  std::string eval_spec;
+  std::vector<std::string> eval_overrides;
+  bool eval_json = false;
+  CLI::App* eval_cmd = cli.add_subcommand("eval", "Evaluate a spec's model (model.init_from) on its test data");
+  eval_cmd->add_option("spec", eval_spec, "Experiment spec (YAML)")->required();
+  eval_cmd->add_option("overrides", eval_overrides, "key=value overrides, e.g. model.init_from=RUN/checkpoints/...");
+  eval_cmd->add_flag("--json", eval_json, "Print JSON");
+
   CLI::App* doctor_cmd = cli.add_subcommand("doctor", "Check the environment: LibTorch, GPU, BF16, BLAS, threads");
 
   bool markdown = false;
@@ -90,6 +105,8 @@ int main(int argc, char** argv) {
     if (*bench_cmd) return mpt::app::run_bench(bench);
     if (*keys_cmd) return mpt::app::run_keys(markdown);
     if (*doctor_cmd) return mpt::app::run_doctor();
+    if (*export_cmd) return mpt::app::run_export(export_options);
+    if (*eval_cmd) return mpt::app::run_eval(eval_spec, eval_overrides, eval_json);
     if (*inspect_cmd) return mpt::app::run_inspect(inspect_spec, inspect_overrides, inspect_json);
   } catch (const mpt::Error& e) {
     std::cerr << "mpt: error: " << e.what() << "\n";

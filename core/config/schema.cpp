@@ -50,6 +50,9 @@ std::vector<KeySpec> build_schema() {
       real("model.dropout", "0.0", 0, 1,
            "MLP: dropout after each hidden layer. BERT: hidden-state and attention dropout (BERT uses 0.1).", false,
            true),
+      text("model.init_from", "\"\"",
+           "Start from these weights: a safetensors, PyTorch zip (torch.save) or mpt checkpoint file with "
+           "torchvision / Hugging Face names; model tensors the file lacks keep their initialisation (a new head)."),
       boolean("model.small_input", "false", "ResNet: 3x3 stride-1 stem without max-pool, for 28-32 px images."),
       boolean("model.zero_init_residual", "false", "ResNet: zero the last norm of each block (blocks start as identity)."),
       boolean("model.channels_last", "false",

@@ -17,6 +17,7 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.model.resnet.zero_init_residual = spec.get_bool("model.zero_init_residual");
   c.model.resnet.channels_last = spec.get_bool("model.channels_last");
   c.model.bert_head = spec.get_string("model.head");
+  c.model.init_from = spec.get_string("model.init_from");
   c.model.bert_dropout = spec.get_float("model.dropout");
 
   c.data.name = spec.get_string("data.name");

@@ -116,6 +116,26 @@ std::string verify_checkpoint(const std::string& path) {
   return check_container(bytes, &payload_size);
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const std::string& path) {
+  const std::string bytes = read_file(path);
+  size_t payload_size = 0;
+  if (std::string problem = check_container(bytes, &payload_size); !problem.empty()) throw Error(path + ": " + problem);
+  std::vector<std::pair<std::string, torch::Tensor>> weights;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(bytes.data() + kHeaderBytes, payload_size);
+    for (const std::string& key : archive.keys()) {
+      if (key.rfind("model.", 0) != 0) continue;
+      torch::Tensor tensor;
+      if (!archive.try_read(key, tensor, /*is_buffer=*/false)) archive.read(key, tensor, /*is_buffer=*/true);
+      weights.emplace_back(key.substr(6), tensor);
+    }
+  } catch (const c10::Error& e) {
+    throw Error(path + ": unreadable checkpoint payload: " + e.what_without_backtrace());
+  }
+  return weights;
+}
+
 TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer) {
   const std::string bytes = read_file(path);
   size_t payload_size = 0;

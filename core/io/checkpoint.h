@@ -39,6 +39,10 @@ void save_checkpoint(const std::string& path, const ModelTensors& model, torch::
 // file, and the byte offset or tensor that is wrong.
 TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer);
 
+// The model tensors of a checkpoint, by name (FP32 weights and buffers), without a model or optimizer: what
+// `mpt export` writes out.
+std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const std::string& path);
+
 // Checks the container (magic, version, length, CRC, trailer) without loading; "" when sound, else why not.
 std::string verify_checkpoint(const std::string& path);
 

@@ -6,8 +6,10 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 
 #include "core/config/sections.h"
+#include "core/io/weights.h"
 #include "core/precision/master_weights.h"
 #include "core/precision/numerics.h"
 #include "core/train/schedule.h"
@@ -25,6 +27,7 @@ struct TrainingStack {
   precision::LossScaleConfig loss_scale;
   int64_t global_batch = 0;
   ScaledLr scaled;  // the LR and warmup after the linear scaling rule
+  std::optional<io::InitReport> init;  // what model.init_from loaded
 
   // A fresh scaler (its state comes from a checkpoint on resume) with the stack's dtype and strategy.
   PrecisionRuntime precision_runtime() const;

@@ -1,0 +1,18 @@
+// A reader for PyTorch's zip format (torch.save since 1.6): a zip whose data.pkl is a pickle (protocol 2) of the
+// saved object, with each tensor's storage in data/<key>. LibTorch's own unpickler turns collections.OrderedDict
+// into None, which loses every state_dict() a Python user saves; this reader implements the part of the pickle
+// machine that state dicts use (dicts, OrderedDicts, tuples, lists, strings, numbers, tensors and parameters)
+// and nothing that runs code.
+#pragma once
+
+#include <string>
+
+#include "core/io/weights.h"
+
+namespace mpt::io {
+
+// The name -> tensor pairs of the dict `bytes` holds, in file order; a training-checkpoint wrapper
+// ({"state_dict": ...} or {"model": ...}) is unwrapped. Errors name `source` and the pickle byte offset.
+NamedTensorList read_torch_state_dict(const std::string& bytes, const std::string& source);
+
+}  // namespace mpt::io

@@ -1,0 +1,46 @@
+// Weight files users exchange with PyTorch: safetensors (own implementation of the format) and PyTorch's zip
+// format (torch.save / torch.load, through LibTorch's pickler), both as flat name -> tensor maps with
+// torchvision / Hugging Face names; and loading such a map into a model for `model.init_from`.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mpt::io {
+
+using NamedTensorList = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// safetensors: u64 header length (LE) | JSON header, space-padded to a multiple of 8 | tensor bytes, packed in
+// header order. `metadata` goes to "__metadata__" (string -> string).
+std::string encode_safetensors(const NamedTensorList& tensors, const std::map<std::string, std::string>& metadata = {});
+// Validates everything (length, JSON, dtypes, shapes, offsets: in bounds, no holes, no overlaps) and throws
+// mpt::Error naming `source`, the tensor and the byte offset or field that is wrong.
+NamedTensorList decode_safetensors(const std::string& bytes, const std::string& source);
+
+// PyTorch's zip format: a dict of tensors torch.load reads (LibTorch's pickler); torch_pickle.h reads them back.
+std::vector<char> encode_torch(const NamedTensorList& tensors);
+
+// Reads a weights file by content: safetensors, PyTorch zip, or an mpt checkpoint's model tensors.
+NamedTensorList read_weights(const std::string& path);
+// Writes `tensors` atomically in `format` ("safetensors" or "torch").
+void write_weights(const std::string& path, const NamedTensorList& tensors, const std::string& format);
+
+struct InitReport {
+  int64_t loaded = 0;
+  std::vector<std::string> fresh;   // model tensors the file lacks: they keep their initialisation (a new head)
+  std::vector<std::string> unused;  // file tensors the model has no place for (a pre-training head)
+};
+
+// "loaded 320 tensors; 2 kept their initialisation (fc.weight, fc.bias); 0 unused" for logs.
+std::string describe(const InitReport& report);
+
+// Copies every file tensor whose name matches a model parameter or buffer into it (cast to the model's dtype).
+// A Hugging Face BertModel file ("embeddings.*") matches mpt's "bert.embeddings.*". A shape mismatch, or no
+// match at all, is an error naming the file and tensor.
+InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& tensors, const std::string& source);
+
+}  // namespace mpt::io

@@ -1,0 +1,67 @@
+// Weights move both ways between mpt and torchvision (Debian's python3-torchvision): a torchvision resnet50 state
+// dict saved by Python loads into mpt's resnet50 and gives the same logits; mpt's files load into torchvision.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "core/io/weights.h"
+#include "models/registry.h"
+#include "tests/support/helpers.h"
+
+using namespace mpt;
+
+namespace {
+
+bool torchvision_available() {
+  return std::system("/usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1") == 0;
+}
+
+int python(const std::string& args) {
+  const std::string script = testing::source_path("tests/interop/torchvision_reference.py");
+  return std::system(("/usr/bin/python3 " + script + " " + args).c_str());
+}
+
+torch::Tensor named(const io::NamedTensorList& tensors, const std::string& name) {
+  for (const auto& [key, value] : tensors)
+    if (key == name) return value;
+  FAIL("no tensor " << name);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("torchvision resnet50 weights round-trip through mpt with the same logits", "[slow][interop]") {
+  if (!torchvision_available()) {
+    WARN("python3-torchvision is not installed (scripts/setup.sh installs it): interop check skipped");
+    return;
+  }
+  const std::string dir = testing::scratch_dir("torchvision-interop");
+  REQUIRE(python("save " + dir) == 0);
+
+  data::SampleShape shape;
+  shape.channels = 3, shape.height = shape.width = 64, shape.num_classes = 1000;
+  models::ModelConfig config;
+  config.name = "resnet50";
+  models::Model model = models::build_model(config, shape, precision::ModulePolicy());
+  const io::NamedTensorList torchvision_weights = io::read_weights(dir + "/torchvision.pt");
+  const io::InitReport report = io::init_from_weights(*model, torchvision_weights, "torchvision.pt");
+  CHECK(report.loaded == 320);  // 161 parameters + 159 buffers, every one matched by name
+  CHECK(report.fresh.empty());
+  CHECK(report.unused.empty());
+
+  const io::NamedTensorList io_tensors = io::read_weights(dir + "/io.pt");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->forward(named(io_tensors, "input"));
+  const double difference = (logits - named(io_tensors, "logits")).abs().max().item<double>();
+  INFO("max |logit difference| " << difference);
+  CHECK(difference <= 1e-4);
+
+  io::NamedTensorList exported;
+  for (const auto& item : model->named_parameters()) exported.emplace_back(item.key(), item.value());
+  for (const auto& item : model->named_buffers()) exported.emplace_back(item.key(), item.value());
+  io::write_weights(dir + "/mpt.pt", exported, "torch");
+  io::write_weights(dir + "/mpt.safetensors", exported, "safetensors");
+  CHECK(python("check " + dir + " " + dir + "/mpt.pt") == 0);
+  CHECK(python("check " + dir + " " + dir + "/mpt.safetensors") == 0);
+}
