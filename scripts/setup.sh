@@ -10,6 +10,7 @@ packages=(
   libopenblas0-openmp                   # FP32 GEMM; the OpenMP build shares LibTorch's thread pool
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 zlib1g-dev
   libicu-dev                            # WordPiece: Unicode categories, lower-casing, NFD accent stripping
+  libturbojpeg0-dev libpng-dev          # image folders: JPEG and PNG decoding
   dataset-fashion-mnist                 # the real data: /usr/share/datasets/fashion-mnist
   fortunes                              # real English text for BERT's masked-LM: /usr/share/games/fortunes
   python3-torchvision                   # the interop test: torchvision resnet50 weights <-> mpt (and Python's torch)

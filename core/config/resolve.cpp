@@ -91,6 +91,17 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
       problems.push_back(at(spec, "data.vocab") + " = " + vocab +
                          ": no such file (scripts/setup.sh converts bert-base-uncased's vocabulary to "
                          "data/bert-base-uncased/vocab.txt)");
+  } else if (spec.get_string("data.name") == "cifar10") {
+    const std::string nested = root + "/cifar-10-batches-bin";
+    const std::string folder = std::filesystem::is_directory(nested) ? nested : root;
+    for (const char* file : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                             "data_batch_5.bin", "test_batch.bin"})
+      if (!std::filesystem::is_regular_file(folder + "/" + file))
+        problems.push_back(at(spec, "data.root") + " = " + root + ": missing " + file +
+                           " (CIFAR-10's binary version, cifar-10-binary.tar.gz)");
+  } else if (spec.get_string("data.name") == "image_folder") {
+    if (!std::filesystem::is_directory(root + "/train"))
+      problems.push_back(at(spec, "data.root") + " = " + root + ": no train/ folder (expected ROOT/train/<class>/*.jpg)");
   } else if (!std::filesystem::is_directory(root)) {
     problems.push_back(at(spec, "data.root") + " = " + root +
                        ": no such folder (for Fashion-MNIST: apt-get install dataset-fashion-mnist)");
@@ -105,7 +116,7 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
   if (bert != (spec.get_string("data.name") == "text_corpus"))
     problems.push_back(at(spec, "model.name") + " = " + spec.get_string("model.name") + ": " +
                        (bert ? "BERT reads token sequences; expected data.name: text_corpus"
-                             : "reads images; expected data.name: fashion_mnist (text needs a bert-* model)"));
+                             : "reads images; expected an image dataset (text needs a bert-* model)"));
 
   throw_if_errors(spec.source_path(), problems);
 }

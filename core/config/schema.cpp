@@ -59,14 +59,20 @@ std::vector<KeySpec> build_schema() {
               "ResNet: NHWC (channels-last) weights and activations, the layout oneDNN's BF16 convolutions and CUDA "
               "Tensor Cores prefer."),
 
-      choice("data.name", "fashion_mnist", {"fashion_mnist", "text_corpus"},
-             "Dataset: Fashion-MNIST images, or a text corpus for masked-LM."),
+      choice("data.name", "fashion_mnist", {"fashion_mnist", "cifar10", "image_folder", "text_corpus"},
+             "Dataset: Fashion-MNIST, CIFAR-10 (binary version), an image folder (JPEG/PNG), or a text corpus for "
+             "masked-LM."),
       text("data.root", "/usr/share/datasets/fashion-mnist",
-           "fashion_mnist: folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]; text_corpus: a UTF-8 "
-           "file, or a folder whose *.txt files are read in sorted order."),
+           "fashion_mnist: folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]; cifar10: folder with "
+           "data_batch_1..5.bin and test_batch.bin; image_folder: ROOT/train/<class>/*.jpg|png and ROOT/val (or "
+           "test)/<class>/...; text_corpus: a UTF-8 file, or a folder whose *.txt files are read in sorted order."),
       integer("data.batch_size", "128", 1, 1 << 20, "Micro-batch per step; the global batch is this x grad_accum_steps."),
       integer("data.image_size", "0", 0, 4096, "Resize images to N x N (bilinear) before the model; 0 = native."),
       integer("data.channels", "0", 0, 3, "3 replicates grayscale images to RGB; 0 = native."),
+      boolean("data.augment", "false",
+              "Training batches: random crop (padded by 1/8) and flip for in-memory images; random-resized crop "
+              "and flip for image folders. Deterministic in (seed, epoch, batch)."),
+      integer("data.workers", "2", 1, 64, "image_folder: decoding threads, each preparing one upcoming batch."),
       text("data.vocab", "data/bert-base-uncased/vocab.txt",
            "text_corpus: WordPiece vocabulary, one token per line (scripts/setup.sh provides bert-base-uncased's)."),
       boolean("data.lowercase", "true", "text_corpus: lower-case and strip accents, as bert-base-uncased does."),

@@ -28,6 +28,8 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.data.test_limit = spec.get_int("data.test_limit");
   c.data.image_size = spec.get_int("data.image_size");
   c.data.channels = spec.get_int("data.channels");
+  c.data.augment = spec.get_bool("data.augment");
+  c.data.workers = spec.get_int("data.workers");
   c.data.vocab = spec.get_string("data.vocab");
   c.data.lowercase = spec.get_bool("data.lowercase");
   c.data.seq_len = spec.get_int("data.seq_len");

@@ -11,7 +11,7 @@
 namespace mpt::data {
 
 struct DataConfig {
-  std::string name = "fashion_mnist";  // fashion_mnist | text_corpus
+  std::string name = "fashion_mnist";  // fashion_mnist | cifar10 | image_folder | text_corpus
   std::string root = "/usr/share/datasets/fashion-mnist";
   int64_t batch_size = 128;
   bool shuffle = true;
@@ -19,6 +19,8 @@ struct DataConfig {
   int64_t test_limit = 0;
   int64_t image_size = 0;   // resize batches to image_size x image_size (0 = native)
   int64_t channels = 0;     // 3 replicates grayscale to RGB (0 = native)
+  bool augment = false;     // training batches: random crop and horizontal flip
+  int64_t workers = 2;      // image_folder: decoding threads, each preparing one batch ahead
   // Text
   std::string vocab;          // WordPiece vocab.txt
   bool lowercase = true;      // bert-base-uncased's normalisation: lower-case and strip accents
@@ -36,12 +38,16 @@ struct MaskedLmConfig {
 };
 
 struct Dataset {
-  // Images: uint8 (N, 1, H, W) stays compact on the host; batches become normalised FP32.
+  // Images: uint8 (N, C, H, W) stays compact on the host; batches become normalised FP32.
   torch::Tensor images;
-  float mean = 0.0f;  // per-pixel normalisation, from the training split
-  float std = 1.0f;
+  std::vector<float> mean{0.0f};  // normalisation per channel (one value: all channels)
+  std::vector<float> std{1.0f};
   int64_t out_channels = 0;  // batch shape adjustments (DataConfig::channels, image_size); 0 = native
   int64_t out_size = 0;
+  bool augment = false;      // training: random crop (in-memory) or random-resized crop (files), and flips
+  // Image files (image_folder): decoded per batch on worker threads instead of `images`.
+  std::vector<std::string> files;
+  int64_t workers = 2;
   // Text: int32 token ids (N, S), [PAD] = 0 after the text; batches become int64.
   torch::Tensor tokens;
   std::optional<MaskedLmConfig> masked_lm;  // set: targets are made per batch by masking
@@ -50,6 +56,7 @@ struct Dataset {
   int64_t num_classes = 0;
 
   int64_t size() const { return tokens.defined() ? tokens.size(0) : labels.size(0); }
+  bool from_files() const { return !files.empty(); }
 };
 
 // What one sample looks like to a model: (channels, height, width) for images, seq_len and vocab_size for text.
@@ -75,6 +82,15 @@ std::string find_idx_file(const std::string& root, const std::string& stem);
 
 // The four files a Fashion-MNIST root must hold, for validation before any work.
 std::vector<std::string> fashion_mnist_stems();
+
+// CIFAR-10 binary batches (data_batch_1..5.bin, test_batch.bin) in data.root or data.root/cifar-10-batches-bin:
+// records of 1 label byte + 3,072 pixel bytes (R, G, B planes of 32 x 32). split "train" or "test".
+Dataset load_cifar10(const DataConfig& config, const std::string& split, int64_t limit);
+
+// An image folder: data.root/train/<class>/*.{jpg,jpeg,png} and data.root/val (or test)/<class>/..., classes in
+// sorted order. Training batches take a random-resized crop and a flip; evaluation resizes the shorter side
+// to 8/7 of data.image_size and center-crops (the 256/224 convention).
+Dataset load_image_folder(const DataConfig& config, const std::string& split, int64_t limit);
 
 // A text corpus (data.root: one UTF-8 file, or every *.txt under a folder, sorted) tokenised with the WordPiece
 // vocabulary data.vocab and packed into [CLS] tokens... [SEP] sequences of data.seq_len, each file's last one

@@ -53,8 +53,9 @@ Dataset load_fashion_mnist(const DataConfig& config, const std::string& split, i
                        .narrow(0, 0, n)
                        .to(torch::kLong);
   dataset.num_classes = kClasses;
-  dataset.mean = kMean;
-  dataset.std = kStd;
+  dataset.mean = {kMean};
+  dataset.std = {kStd};
+  dataset.augment = config.augment && split == "train";
   dataset.out_channels = config.channels;
   dataset.out_size = config.image_size;
   return dataset;

@@ -3,6 +3,8 @@
 #include "core/data/loader.h"
 
 #include "core/common/error.h"
+#include "core/data/image_decode.h"
+#include "core/data/image_folder.h"
 #include "core/data/masking.h"
 
 namespace mpt::data {
@@ -13,6 +15,16 @@ uint64_t splitmix64(uint64_t& state) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+
+// (x - mean) / std per channel, in place; one mean/std value applies to every channel.
+void normalise(torch::Tensor& x, const std::vector<float>& mean, const std::vector<float>& std) {
+  if (mean.size() == 1) {
+    x.sub_(mean[0]).div_(std[0]);
+    return;
+  }
+  const auto channels = static_cast<int64_t>(mean.size());
+  x.sub_(torch::tensor(mean).view({1, channels, 1, 1})).div_(torch::tensor(std).view({1, channels, 1, 1}));
 }
 
 }  // namespace
@@ -26,13 +38,23 @@ BatchLoader::BatchLoader(const Dataset& dataset, int64_t batch_size, bool shuffl
                      " samples available; lower it or raise data.train_limit");
 }
 
+BatchLoader::~BatchLoader() {
+  for (auto& p : pending_)
+    if (p.batch.valid()) p.batch.wait();  // workers read dataset_ and must finish before it may go
+}
+
 void BatchLoader::seek(const DataPosition& position) {
   MPT_CHECK(position.batch >= 0 && position.batch < batches_per_epoch_ && position.epoch >= 0,
             "data position out of range for this dataset (batch " + std::to_string(position.batch) + ")");
+  for (auto& p : pending_)
+    if (p.batch.valid()) p.batch.wait();
+  pending_.clear();
   position_ = position;
 }
 
-void BatchLoader::shuffle_for(int64_t epoch) {
+const torch::Tensor& BatchLoader::order_for(int64_t epoch) {
+  auto it = orders_.find(epoch);
+  if (it != orders_.end()) return it->second;
   const int64_t n = dataset_.size();
   std::vector<int64_t> order(n);
   for (int64_t i = 0; i < n; ++i) order[i] = i;
@@ -43,13 +65,30 @@ void BatchLoader::shuffle_for(int64_t epoch) {
       std::swap(order[i], order[j]);
     }
   }
-  order_ = torch::tensor(order, torch::kLong);
-  order_epoch_ = epoch;
+  while (orders_.size() >= 2) orders_.erase(orders_.begin());  // prefetching spans at most two epochs
+  return orders_[epoch] = torch::tensor(order, torch::kLong);
 }
 
-Batch BatchLoader::image_batch(const torch::Tensor& indices) const {
+torch::Tensor BatchLoader::indices_at(const DataPosition& position) {
+  const int64_t start = position.batch * batch_size_;
+  const int64_t count = std::min(batch_size_, dataset_.size() - start);
+  return order_for(position.epoch).narrow(0, start, count);
+}
+
+uint64_t BatchLoader::batch_seed(const DataPosition& position) const {
+  uint64_t state = seed_ ^ (static_cast<uint64_t>(position.epoch) << 32) ^ static_cast<uint64_t>(position.batch);
+  return splitmix64(state);
+}
+
+DataPosition BatchLoader::after(const DataPosition& position) const {
+  return position.batch + 1 == batches_per_epoch_ ? DataPosition{position.epoch + 1, 0}
+                                                  : DataPosition{position.epoch, position.batch + 1};
+}
+
+Batch BatchLoader::image_batch(const torch::Tensor& indices, uint64_t seed) const {
   Batch batch;
-  batch.inputs = dataset_.images.index_select(0, indices).to(torch::kFloat).div_(255.0f).sub_(dataset_.mean).div_(dataset_.std);
+  batch.inputs = dataset_.images.index_select(0, indices).to(torch::kFloat).div_(255.0f);
+  normalise(batch.inputs, dataset_.mean, dataset_.std);
   if (dataset_.out_size > 0 && dataset_.out_size != batch.inputs.size(2)) {
     namespace F = torch::nn::functional;
     batch.inputs = F::interpolate(batch.inputs, F::InterpolateFuncOptions()
@@ -57,28 +96,75 @@ Batch BatchLoader::image_batch(const torch::Tensor& indices) const {
                                                     .mode(torch::kBilinear)
                                                     .align_corners(false));
   }
+  if (dataset_.augment) {  // random crop from a zero (= mean) padded image, and a horizontal flip per sample
+    torch::Generator generator = at::detail::createCPUGenerator(seed);
+    const int64_t count = batch.inputs.size(0), height = batch.inputs.size(2), width = batch.inputs.size(3);
+    const int64_t pad = std::max<int64_t>(1, height / 8);
+    const torch::Tensor padded = torch::constant_pad_nd(batch.inputs, {pad, pad, pad, pad}, 0.0);
+    const torch::Tensor offsets = torch::randint(0, 2 * pad + 1, {count, 2}, generator, torch::kLong);
+    const torch::Tensor flips = torch::rand({count}, generator).lt(0.5);
+    auto offset = offsets.accessor<int64_t, 2>();
+    auto flip = flips.accessor<bool, 1>();
+    for (int64_t i = 0; i < count; ++i) {
+      torch::Tensor crop = padded[i].narrow(1, offset[i][0], height).narrow(2, offset[i][1], width);
+      batch.inputs[i].copy_(flip[i] ? crop.flip({2}) : crop);
+    }
+  }
   if (dataset_.out_channels > batch.inputs.size(1))  // grayscale -> RGB for ImageNet-style stems
     batch.inputs = batch.inputs.expand({-1, dataset_.out_channels, -1, -1}).contiguous();
   batch.targets = dataset_.labels.index_select(0, indices);
   return batch;
 }
 
-Batch BatchLoader::token_batch(const torch::Tensor& indices) const {
+Batch BatchLoader::file_batch(const torch::Tensor& indices, uint64_t seed) const {
+  const int64_t count = indices.size(0), size = dataset_.out_size;
+  Batch batch{torch::empty({count, 3, size, size}), dataset_.labels.index_select(0, indices)};
+  auto index = indices.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < count; ++i) {
+    uint64_t sample_state = seed + static_cast<uint64_t>(i);
+    const torch::Tensor image = decode_image(dataset_.files[static_cast<size_t>(index[i])]);
+    batch.inputs[i].copy_(transform_image(image, size, dataset_.augment, splitmix64(sample_state)));
+  }
+  normalise(batch.inputs, dataset_.mean, dataset_.std);
+  return batch;
+}
+
+Batch BatchLoader::token_batch(const torch::Tensor& indices, uint64_t seed) const {
   const torch::Tensor tokens = dataset_.tokens.index_select(0, indices).to(torch::kLong);  // (B, S)
   if (!dataset_.masked_lm) return {tokens, dataset_.labels.index_select(0, indices)};
-  // The masks depend only on (seed, epoch, batch): a resumed run re-draws exactly the masks it would have drawn.
-  uint64_t state = seed_ ^ (static_cast<uint64_t>(position_.epoch) << 32) ^ static_cast<uint64_t>(position_.batch);
-  MaskedTokens masked = mask_tokens(tokens, *dataset_.masked_lm, splitmix64(state));
+  MaskedTokens masked = mask_tokens(tokens, *dataset_.masked_lm, seed);
   return {masked.inputs, masked.targets};
 }
 
+Batch BatchLoader::make_batch(const torch::Tensor& indices, uint64_t seed) const {
+  if (dataset_.tokens.defined()) return token_batch(indices, seed);
+  if (dataset_.from_files()) return file_batch(indices, seed);
+  return image_batch(indices, seed);
+}
+
 Batch BatchLoader::next() {
-  if (order_epoch_ != position_.epoch) shuffle_for(position_.epoch);
-  const int64_t start = position_.batch * batch_size_;
-  const int64_t count = std::min(batch_size_, dataset_.size() - start);
-  const torch::Tensor indices = order_.narrow(0, start, count);
-  Batch batch = dataset_.tokens.defined() ? token_batch(indices) : image_batch(indices);
-  if (++position_.batch == batches_per_epoch_) position_ = DataPosition{position_.epoch + 1, 0};
+  Batch batch;
+  if (!dataset_.from_files()) {
+    batch = make_batch(indices_at(position_), batch_seed(position_));
+  } else {
+    // Keep `workers` batches in flight, in order from the current position.
+    const size_t in_flight = static_cast<size_t>(std::max<int64_t>(1, dataset_.workers));
+    DataPosition next_position = pending_.empty() ? position_ : after(pending_.back().position);
+    while (pending_.size() < in_flight) {
+      torch::Tensor indices = indices_at(next_position).clone();
+      const uint64_t seed = batch_seed(next_position);
+      pending_.push_back({next_position, std::async(std::launch::async, [this, indices, seed] {
+                            return make_batch(indices, seed);
+                          })});
+      next_position = after(next_position);
+    }
+    MPT_CHECK(pending_.front().position.epoch == position_.epoch && pending_.front().position.batch == position_.batch,
+              "prefetched batch out of order");
+    std::future<Batch> ready = std::move(pending_.front().batch);
+    pending_.pop_front();
+    batch = ready.get();  // rethrows a worker's decoding error
+  }
+  position_ = after(position_);
   return batch;
 }
 

@@ -18,8 +18,8 @@ Dataset synthetic_dataset(const DataConfig& config, int64_t samples) {
                                   torch::TensorOptions().dtype(torch::kUInt8));
   dataset.labels = torch::randint(0, shape.num_classes, {samples}, generator, torch::TensorOptions().dtype(torch::kLong));
   dataset.num_classes = shape.num_classes;
-  dataset.mean = 0.5f;
-  dataset.std = 0.29f;
+  dataset.mean = {0.5f};
+  dataset.std = {0.29f};
   return dataset;
 }
 

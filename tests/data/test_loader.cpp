@@ -43,8 +43,8 @@ TEST_CASE("seek reproduces the batches of an uninterrupted loader", "[fast][data
 
 TEST_CASE("inputs are FP32 and normalised with the dataset's statistics", "[fast][data]") {
   Dataset dataset = counting_dataset(4);
-  dataset.mean = 0.5f;
-  dataset.std = 0.25f;
+  dataset.mean = {0.5f};
+  dataset.std = {0.25f};
   BatchLoader loader(dataset, 4, false, 0, false);
   Batch batch = loader.next();
   CHECK(batch.inputs.dtype() == torch::kFloat);
