@@ -9,7 +9,7 @@ Model build_model(ModelConfig config, const data::SampleShape& sample, const pre
   const bool text = sample.seq_len > 0;
   const bool bert = config.name.rfind("bert-", 0) == 0;
   if (text != bert)
-    throw UsageError("model.name: " + config.name + (bert ? " reads token sequences; set data.name: text_corpus"
+    throw UsageError("model.name: " + config.name + (bert ? " reads token sequences; set data.name: text_corpus or text_classification"
                                                           : " reads images; use a bert-* model for text data"));
   if (config.name == "mlp") {
     config.mlp.in_features = sample.features();
@@ -32,12 +32,12 @@ Model build_model(ModelConfig config, const data::SampleShape& sample, const pre
                        std::to_string(bert_config.max_positions) + " positions");
     if (config.bert_head == "mlm") {
       if (sample.num_classes > 0)
-        throw UsageError("model.head: mlm pre-trains on unlabelled text, but the data has labels; use "
+        throw UsageError("model.head: mlm pre-trains on unlabelled text (text_corpus), but the data has labels; use "
                          "model.head: classification");
       return std::make_shared<BertForMaskedLmImpl>(bert_config, policy);
     }
     if (sample.num_classes == 0)
-      throw UsageError("model.head: classification needs labelled data; data.name gives none");
+      throw UsageError("model.head: classification needs labelled data (data.name: text_classification)");
     bert_config.num_classes = sample.num_classes;
     return std::make_shared<BertForSequenceClassificationImpl>(bert_config, policy);
   }

@@ -56,6 +56,19 @@ if [[ ! -d $corpus ]]; then
   mv "$corpus.partial" "$corpus"
 fi
 
+# Labelled text for BERT classification: fortunes of four topics as TOPIC<TAB>TEXT, every 5th one held out.
+topics=data/fortune_topics
+if [[ ! -f $topics/test.tsv ]]; then
+  rm -rf "$topics.partial" && mkdir -p "$topics.partial"
+  for topic in computers politics science songs-poems; do
+    awk -v topic="$topic" -v out="$topics.partial" 'BEGIN { RS = "\n%\n" } {
+      gsub(/[\t\n]+/, " "); gsub(/^ +| +$/, "")
+      if (length($0) > 0) print topic "\t" $0 >> (out (NR % 5 == 0 ? "/test.tsv" : "/train.tsv"))
+    }' "/usr/share/games/fortunes/$topic"
+  done
+  rm -rf "$topics" && mv "$topics.partial" "$topics"
+fi
+
 if [[ ! -f build/build.ninja ]]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 fi

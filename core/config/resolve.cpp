@@ -80,11 +80,19 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
     problems.push_back(at(spec, "data.channels") + " = 2: expected 0 (native), 1, or 3 (grayscale replicated to RGB)");
 
   const std::string root = spec.get_string("data.root");
-  if (spec.get_string("data.name") == "text_corpus") {
-    try {
-      data::corpus_files(root);
-    } catch (const Error& e) {
-      problems.push_back(at(spec, "data.root") + " = " + e.what());
+  const std::string data_name = spec.get_string("data.name");
+  const bool text = data_name == "text_corpus" || data_name == "text_classification";
+  if (text) {
+    if (data_name == "text_corpus") {
+      try {
+        data::corpus_files(root);
+      } catch (const Error& e) {
+        problems.push_back(at(spec, "data.root") + " = " + e.what());
+      }
+    } else {
+      for (const char* file : {"train.tsv", "test.tsv"})
+        if (!std::filesystem::is_regular_file(root + "/" + file))
+          problems.push_back(at(spec, "data.root") + " = " + root + ": missing " + file + " (LABEL<TAB>TEXT per line)");
     }
     const std::string vocab = spec.get_string("data.vocab");
     if (!std::filesystem::is_regular_file(vocab))
@@ -113,9 +121,9 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
   if (const std::string init = spec.get_string("model.init_from"); !init.empty() && !std::filesystem::is_regular_file(init))
     problems.push_back(at(spec, "model.init_from") + " = " + init + ": no such file");
   const bool bert = spec.get_string("model.name").rfind("bert-", 0) == 0;
-  if (bert != (spec.get_string("data.name") == "text_corpus"))
+  if (bert != text)
     problems.push_back(at(spec, "model.name") + " = " + spec.get_string("model.name") + ": " +
-                       (bert ? "BERT reads token sequences; expected data.name: text_corpus"
+                       (bert ? "BERT reads token sequences; expected data.name: text_corpus or text_classification"
                              : "reads images; expected an image dataset (text needs a bert-* model)"));
 
   throw_if_errors(spec.source_path(), problems);

@@ -59,13 +59,15 @@ std::vector<KeySpec> build_schema() {
               "ResNet: NHWC (channels-last) weights and activations, the layout oneDNN's BF16 convolutions and CUDA "
               "Tensor Cores prefer."),
 
-      choice("data.name", "fashion_mnist", {"fashion_mnist", "cifar10", "image_folder", "text_corpus"},
-             "Dataset: Fashion-MNIST, CIFAR-10 (binary version), an image folder (JPEG/PNG), or a text corpus for "
-             "masked-LM."),
+      choice("data.name", "fashion_mnist",
+             {"fashion_mnist", "cifar10", "image_folder", "text_corpus", "text_classification"},
+             "Dataset: Fashion-MNIST, CIFAR-10 (binary version), an image folder (JPEG/PNG), a text corpus for "
+             "masked-LM, or labelled text (TSV) for BERT classification."),
       text("data.root", "/usr/share/datasets/fashion-mnist",
            "fashion_mnist: folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]; cifar10: folder with "
            "data_batch_1..5.bin and test_batch.bin; image_folder: ROOT/train/<class>/*.jpg|png and ROOT/val (or "
-           "test)/<class>/...; text_corpus: a UTF-8 file, or a folder whose *.txt files are read in sorted order."),
+           "test)/<class>/...; text_corpus: a UTF-8 file, or a folder whose *.txt files are read in sorted order; "
+           "text_classification: folder with train.tsv and test.tsv (LABEL<TAB>TEXT per line)."),
       integer("data.batch_size", "128", 1, 1 << 20, "Micro-batch per step; the global batch is this x grad_accum_steps."),
       integer("data.image_size", "0", 0, 4096, "Resize images to N x N (bilinear) before the model; 0 = native."),
       integer("data.channels", "0", 0, 3, "3 replicates grayscale images to RGB; 0 = native."),

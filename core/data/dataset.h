@@ -11,7 +11,7 @@
 namespace mpt::data {
 
 struct DataConfig {
-  std::string name = "fashion_mnist";  // fashion_mnist | cifar10 | image_folder | text_corpus
+  std::string name = "fashion_mnist";  // fashion_mnist | cifar10 | image_folder | text_corpus | text_classification
   std::string root = "/usr/share/datasets/fashion-mnist";
   int64_t batch_size = 128;
   bool shuffle = true;
@@ -97,6 +97,12 @@ Dataset load_image_folder(const DataConfig& config, const std::string& split, in
 // padded with [PAD]. Every data.test_every-th sequence is the "test" split, the rest "train"; batches are
 // masked per data.mask_prob.
 Dataset load_text_corpus(const DataConfig& config, const std::string& split, int64_t limit);
+
+// Labelled text for BERT sequence classification: data.root/train.tsv and test.tsv, one "label<TAB>text" per
+// line; labels are the sorted distinct labels of train.tsv. Each text becomes [CLS] tokens [SEP] [PAD]...,
+// truncated to data.seq_len.
+Dataset load_text_classification(const DataConfig& config, const std::string& split, int64_t limit);
+std::vector<std::string> text_classification_labels(const std::string& root);
 
 // The files a text corpus root holds, in reading order; an error naming the root when there are none.
 std::vector<std::string> corpus_files(const std::string& root);

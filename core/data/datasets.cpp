@@ -21,6 +21,12 @@ SampleShape sample_shape(const DataConfig& config) {
     shape.num_classes = config.name == "cifar10" ? 10 : static_cast<int64_t>(image_folder_classes(config.root).size());
     return shape;
   }
+  if (config.name == "text_classification") {
+    shape.seq_len = config.seq_len;
+    shape.vocab_size = Vocabulary::load(config.vocab).size();
+    shape.num_classes = static_cast<int64_t>(text_classification_labels(config.root).size());
+    return shape;
+  }
   if (config.name == "text_corpus") {
     shape.seq_len = config.seq_len;
     shape.vocab_size = Vocabulary::load(config.vocab).size();
@@ -36,6 +42,7 @@ Dataset load_dataset(const DataConfig& config, const std::string& split) {
   if (config.name == "cifar10") return load_cifar10(config, split, limit);
   if (config.name == "image_folder") return load_image_folder(config, split, limit);
   if (config.name == "text_corpus") return load_text_corpus(config, split, limit);
+  if (config.name == "text_classification") return load_text_classification(config, split, limit);
   throw UsageError("data.name: unknown dataset '" + config.name + "'");
 }
 

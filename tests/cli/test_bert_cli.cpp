@@ -35,6 +35,20 @@ TEST_CASE("bert-tiny masked-LM trains on the fortunes corpus and its loss falls"
   CHECK(loss.back().second < loss.front().second - 1.0);  // from ~10.3 (ln 30522) down by more than a nat
   CHECK(summary["eval"]["accuracy"].get<double>() > 0.02);  // masked-token accuracy: the frequent words first
   CHECK(std::filesystem::exists(dir + "/checkpoints/step-000000060.mpt"));
+
+  // Fine-tuning: the topics classifier starts from this run's encoder; pooler and classifier start fresh.
+  CommandResult tune = run_mpt({"train", source_path("configs/bert_tiny_topics.yaml"),
+                                "model.init_from=" + dir + "/checkpoints/step-000000060.mpt",
+                                "data.root=" + source_path("data/fortune_topics"), real_data_overrides()[1],
+                                "data.seq_len=64", "data.train_limit=256", "data.test_limit=128", "train.max_steps=16",
+                                "--run-dir", dir + "-topics"});
+  INFO(tune.output);
+  REQUIRE(tune.exit_code == 0);
+  CHECK_THAT(tune.output, Catch::Contains("loaded 37 tensors; 4 kept their initialisation (bert.pooler.dense.weight, "
+                                          "bert.pooler.dense.bias, classifier.weight, classifier.bias); 5 in the file unused"));
+  const nlohmann::json tuned = read_json(dir + "-topics/summary.json");
+  CHECK(tuned["eval"]["samples"] == 128);
+  CHECK(tuned["eval"]["accuracy"].get<double>() >= 0.0);
 }
 
 TEST_CASE("text data errors name the key, file and byte offset", "[fast][cli]") {

@@ -113,3 +113,25 @@ TEST_CASE("masked-LM batches are the same after a seek, so a resumed run sees th
   CHECK(batches[10].targets.ne(kIgnoredTarget).any().item<bool>());
   CHECK_FALSE(batches[2].targets.equal(batches[10].targets));  // a new epoch draws new masks
 }
+
+TEST_CASE("labelled text: LABEL<TAB>TEXT lines become [CLS] ... [SEP] rows with sorted label ids", "[fast][data]") {
+  const std::string dir = mpt::testing::scratch_dir("text_classification");
+  const std::string vocab = write_vocab(dir);
+  std::ofstream(dir + "/train.tsv") << "pos\ta b c\nneg\td e\n\npos\ta a a a a a a\n";
+  std::ofstream(dir + "/test.tsv") << "neg\te.\n";
+  DataConfig config = corpus_config(dir, vocab, 6);
+  config.name = "text_classification";
+  CHECK(text_classification_labels(dir) == std::vector<std::string>{"neg", "pos"});
+  const Dataset train = load_text_classification(config, "train", 0);
+  CHECK(train.size() == 3);
+  CHECK(train.labels.equal(torch::tensor({1, 0, 1}, torch::kLong)));
+  CHECK(train.tokens[0].equal(torch::tensor({2, 5, 6, 7, 3, 0}, torch::kInt)));
+  CHECK(train.tokens[2].equal(torch::tensor({2, 5, 5, 5, 5, 3}, torch::kInt)));  // truncated to seq_len
+  CHECK_FALSE(train.masked_lm.has_value());
+  CHECK(load_text_classification(config, "test", 0).tokens[0].equal(torch::tensor({2, 9, 10, 3, 0, 0}, torch::kInt)));
+
+  std::ofstream(dir + "/test.tsv") << "neutral\tc\n";
+  CHECK_THROWS_WITH(load_text_classification(config, "test", 0), Catch::Contains("label 'neutral' does not occur"));
+  std::ofstream(dir + "/test.tsv") << "neg\tfine\nno tab here\n";
+  CHECK_THROWS_WITH(load_text_classification(config, "test", 0), Catch::Contains("test.tsv:2: expected LABEL<TAB>TEXT"));
+}
