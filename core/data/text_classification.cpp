@@ -16,38 +16,36 @@ struct Example {
 };
 
 std::vector<Example> read_tsv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open (text_classification reads ROOT/train.tsv and ROOT/test.tsv)");
+  if (!std::ifstream(path)) throw Error(path + ": cannot open (text_classification reads ROOT/train.tsv and ROOT/test.tsv)");
   std::vector<Example> examples;
-  std::string line;
-  int64_t offset = 0;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  for_each_utf8_line(path, [&](std::string& line, int64_t number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::string where = path + ":" + std::to_string(number);
-    if (const int64_t bad = first_invalid_utf8(line); bad >= 0)
-      throw Error(where + ": byte offset " + std::to_string(offset + bad) + ": invalid UTF-8");
-    offset += static_cast<int64_t>(line.size()) + 1;
-    if (line.empty()) continue;
+    if (line.empty()) return;
     const size_t tab = line.find('\t');
-    if (tab == std::string::npos || tab == 0) throw Error(where + ": expected LABEL<TAB>TEXT");
+    if (tab == std::string::npos || tab == 0)
+      throw Error(path + ":" + std::to_string(number) + ": expected LABEL<TAB>TEXT");
     examples.push_back({line.substr(0, tab), line.substr(tab + 1)});
-  }
+  });
   if (examples.empty()) throw Error(path + ": no examples");
   return examples;
+}
+
+std::vector<std::string> sorted_labels(const std::vector<Example>& examples) {
+  std::set<std::string> labels;
+  for (const auto& example : examples) labels.insert(example.label);
+  return {labels.begin(), labels.end()};
 }
 
 }  // namespace
 
 std::vector<std::string> text_classification_labels(const std::string& root) {
-  std::set<std::string> labels;
-  for (const auto& example : read_tsv(root + "/train.tsv")) labels.insert(example.label);
-  return {labels.begin(), labels.end()};
+  return sorted_labels(read_tsv(root + "/train.tsv"));
 }
 
 Dataset load_text_classification(const DataConfig& config, const std::string& split, int64_t limit) {
-  const std::vector<std::string> labels = text_classification_labels(config.root);
   const std::string path = config.root + "/" + (split == "train" ? "train" : "test") + ".tsv";
   std::vector<Example> examples = read_tsv(path);
+  const std::vector<std::string> labels = split == "train" ? sorted_labels(examples) : text_classification_labels(config.root);
   if (limit > 0 && limit < static_cast<int64_t>(examples.size())) examples.resize(static_cast<size_t>(limit));
   WordPieceTokenizer tokenizer(Vocabulary::load(config.vocab), config.lowercase);
   const auto cls = static_cast<int32_t>(tokenizer.vocab().id("[CLS]"));

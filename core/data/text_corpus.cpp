@@ -1,7 +1,6 @@
 // Text corpus -> packed token sequences.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -22,8 +21,6 @@ struct PackedCorpus {
 // its packed sequences to `rows`.
 void pack_file(const std::string& path, const WordPieceTokenizer& tokenizer, int64_t seq_len, int32_t cls,
                int32_t sep, std::vector<int32_t>& rows) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
   const auto body = static_cast<size_t>(seq_len - 2);
   std::vector<int32_t> pending;
   auto emit = [&](size_t count) {
@@ -33,17 +30,11 @@ void pack_file(const std::string& path, const WordPieceTokenizer& tokenizer, int
     rows.insert(rows.end(), body - count, 0);  // [PAD] = 0 after the text
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(count));
   };
-  std::string line;
-  int64_t offset = 0;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (const int64_t bad = first_invalid_utf8(line); bad >= 0)
-      throw Error(path + ": byte offset " + std::to_string(offset + bad) + " (line " + std::to_string(number) +
-                  "): invalid UTF-8; expected UTF-8 text");
-    offset += static_cast<int64_t>(line.size()) + 1;
+  for_each_utf8_line(path, [&](std::string& line, int64_t) {
     const std::vector<int32_t> ids = tokenizer.encode(line);
     pending.insert(pending.end(), ids.begin(), ids.end());
     while (pending.size() >= body) emit(body);
-  }
+  });
   if (!pending.empty()) emit(pending.size());
 }
 

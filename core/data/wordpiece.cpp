@@ -101,6 +101,20 @@ int64_t first_invalid_utf8(std::string_view bytes) {
   return -1;
 }
 
+void for_each_utf8_line(const std::string& path, const std::function<void(std::string& line, int64_t number)>& on_line) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  std::string line;
+  int64_t offset = 0;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (const int64_t bad = first_invalid_utf8(line); bad >= 0)
+      throw Error(path + ": byte offset " + std::to_string(offset + bad) + " (line " + std::to_string(number) +
+                  "): invalid UTF-8; expected UTF-8 text");
+    offset += static_cast<int64_t>(line.size()) + 1;
+    on_line(line, number);
+  }
+}
+
 Vocabulary Vocabulary::from_tokens(std::vector<std::string> tokens) {
   Vocabulary vocab;
   vocab.tokens_ = std::move(tokens);
@@ -109,20 +123,18 @@ Vocabulary Vocabulary::from_tokens(std::vector<std::string> tokens) {
 }
 
 Vocabulary Vocabulary::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open the WordPiece vocabulary (scripts/setup.sh provides bert-base-uncased's)");
+  if (!std::ifstream(path))
+    throw Error(path + ": cannot open the WordPiece vocabulary (scripts/setup.sh provides bert-base-uncased's)");
   Vocabulary vocab;
   vocab.source_ = path;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  for_each_utf8_line(path, [&](std::string& line, int64_t number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) throw Error(path + ":" + std::to_string(number) + ": empty line; expected one token per line");
-    if (first_invalid_utf8(line) >= 0) throw Error(path + ":" + std::to_string(number) + ": not valid UTF-8");
     if (!vocab.ids_.emplace(line, number - 1).second)
       throw Error(path + ":" + std::to_string(number) + ": token '" + line + "' repeats line " +
                   std::to_string(vocab.ids_.at(line) + 1));
     vocab.tokens_.push_back(line);
-  }
+  });
   if (vocab.tokens_.empty()) throw Error(path + ": empty vocabulary; expected one token per line");
   return vocab;
 }

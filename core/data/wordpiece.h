@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -59,6 +60,10 @@ class WordPieceTokenizer {
 
 // Masked-LM settings for `vocab`: its [MASK] id, size and the special tokens never chosen.
 MaskedLmConfig masked_lm_config(const Vocabulary& vocab, double probability);
+
+// Calls on_line(line, number) for each line of the file at `path` (1-based numbers, the newline removed, a
+// trailing '\r' kept); an unreadable file or invalid UTF-8 is an error naming the file, byte offset and line.
+void for_each_utf8_line(const std::string& path, const std::function<void(std::string& line, int64_t number)>& on_line);
 
 // The byte offset of the first invalid UTF-8 sequence in `bytes`, or -1 when it is all valid.
 int64_t first_invalid_utf8(std::string_view bytes);
