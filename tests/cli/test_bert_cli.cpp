@@ -37,16 +37,17 @@ TEST_CASE("bert-tiny masked-LM trains on the fortunes corpus and its loss falls"
   CHECK(std::filesystem::exists(dir + "/checkpoints/step-000000060.mpt"));
 
   // Fine-tuning: the topics classifier starts from this run's encoder; pooler and classifier start fresh.
+  const std::string tune_dir = scratch_dir("cli-bert-tiny-topics");  // fresh, or --resume auto would refuse it
   CommandResult tune = run_mpt({"train", source_path("configs/bert_tiny_topics.yaml"),
                                 "model.init_from=" + dir + "/checkpoints/step-000000060.mpt",
                                 "data.root=" + source_path("data/fortune_topics"), real_data_overrides()[1],
                                 "data.seq_len=64", "data.train_limit=256", "data.test_limit=128", "train.max_steps=16",
-                                "--run-dir", dir + "-topics"});
+                                "--run-dir", tune_dir});
   INFO(tune.output);
   REQUIRE(tune.exit_code == 0);
   CHECK_THAT(tune.output, Catch::Contains("loaded 37 tensors; 4 kept their initialisation (bert.pooler.dense.weight, "
                                           "bert.pooler.dense.bias, classifier.weight, classifier.bias); 5 in the file unused"));
-  const nlohmann::json tuned = read_json(dir + "-topics/summary.json");
+  const nlohmann::json tuned = read_json(tune_dir + "/summary.json");
   CHECK(tuned["eval"]["samples"] == 128);
   CHECK(tuned["eval"]["accuracy"].get<double>() >= 0.0);
 }
