@@ -29,12 +29,16 @@ void normalise(torch::Tensor& x, const std::vector<float>& mean, const std::vect
 
 }  // namespace
 
-BatchLoader::BatchLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, uint64_t seed, bool drop_last)
-    : dataset_(dataset), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
-  const int64_t n = dataset_.size();
-  batches_per_epoch_ = drop_last ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+BatchLoader::BatchLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, uint64_t seed, bool drop_last,
+                         Shard shard)
+    : dataset_(dataset), batch_size_(batch_size), shard_(shard), shuffle_(shuffle), seed_(seed) {
+  MPT_CHECK(shard_.count >= 1 && shard_.index >= 0 && shard_.index < shard_.count, "bad data shard");
+  const int64_t n = dataset_.size(), global = batch_size_ * shard_.count;
+  batches_per_epoch_ = drop_last ? n / global : (n + global - 1) / global;
   if (batches_per_epoch_ == 0)
-    throw UsageError("data.batch_size = " + std::to_string(batch_size_) + " is larger than the " + std::to_string(n) +
+    throw UsageError("data.batch_size = " + std::to_string(batch_size_) +
+                     (shard_.count > 1 ? " x " + std::to_string(shard_.count) + " ranks" : std::string()) +
+                     " is larger than the " + std::to_string(n) +
                      " samples available; lower it or raise data.train_limit");
 }
 
@@ -43,13 +47,21 @@ BatchLoader::~BatchLoader() {
     if (p.batch.valid()) p.batch.wait();  // workers read dataset_ and must finish before it may go
 }
 
-void BatchLoader::seek(const DataPosition& position) {
-  MPT_CHECK(position.batch >= 0 && position.batch < batches_per_epoch_ && position.epoch >= 0,
-            "data position out of range for this dataset (batch " + std::to_string(position.batch) + ")");
+bool BatchLoader::seek(const DataPosition& position) {
+  DataPosition target{position.epoch, position.batch};
+  const int64_t global = batch_size_ * shard_.count;
+  const bool reshard = position.batch_samples > 0 && position.batch_samples != global;
+  if (reshard) {  // the batch holding the first sample not yet seen
+    target.batch = position.batch * position.batch_samples / global;
+    if (target.batch >= batches_per_epoch_) target = {position.epoch + 1, 0};
+  }
+  MPT_CHECK(target.batch >= 0 && target.batch < batches_per_epoch_ && target.epoch >= 0,
+            "data position out of range for this dataset (batch " + std::to_string(target.batch) + ")");
   for (auto& p : pending_)
     if (p.batch.valid()) p.batch.wait();
   pending_.clear();
-  position_ = position;
+  position_ = target;
+  return reshard;
 }
 
 const torch::Tensor& BatchLoader::order_for(int64_t epoch) {
@@ -70,13 +82,15 @@ const torch::Tensor& BatchLoader::order_for(int64_t epoch) {
 }
 
 torch::Tensor BatchLoader::indices_at(const DataPosition& position) {
-  const int64_t start = position.batch * batch_size_;
-  const int64_t count = std::min(batch_size_, dataset_.size() - start);
+  const int64_t n = dataset_.size();
+  const int64_t start = std::min(n, (position.batch * shard_.count + shard_.index) * batch_size_);
+  const int64_t count = std::min(batch_size_, n - start);
   return order_for(position.epoch).narrow(0, start, count);
 }
 
 uint64_t BatchLoader::batch_seed(const DataPosition& position) const {
   uint64_t state = seed_ ^ (static_cast<uint64_t>(position.epoch) << 32) ^ static_cast<uint64_t>(position.batch);
+  if (shard_.count > 1) state ^= static_cast<uint64_t>(shard_.index + 1) << 48;  // ranks draw different masks
   return splitmix64(state);
 }
 

@@ -19,6 +19,14 @@ namespace mpt::data {
 struct DataPosition {
   int64_t epoch = 0;  // 0-based
   int64_t batch = 0;  // next batch within the epoch
+  int64_t batch_samples = 0;  // samples one batch step covers on all ranks together (0: not recorded)
+};
+
+// Data parallelism: rank `index` of `count` takes the index-th slice of every global batch of count x B
+// samples, so the ranks of a step together see exactly the batch one process with count x B would.
+struct Shard {
+  int64_t index = 0;
+  int64_t count = 1;
 };
 
 struct Batch {
@@ -28,15 +36,19 @@ struct Batch {
 
 class BatchLoader {
  public:
-  // drop_last keeps every training batch the same shape; evaluation keeps the ragged tail.
-  BatchLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, uint64_t seed, bool drop_last);
+  // drop_last keeps every training batch the same shape; evaluation keeps the ragged tail (where a rank's
+  // slice of the last batch may be empty). batch_size is per rank.
+  BatchLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, uint64_t seed, bool drop_last,
+              Shard shard = {});
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
-  const DataPosition& position() const { return position_; }
-  void seek(const DataPosition& position);
+  DataPosition position() const { return {position_.epoch, position_.batch, batch_size_ * shard_.count}; }
+  // Continues from `position`. One recorded with another global batch (a different world size) is re-sharded
+  // to the batch holding its next sample, repeating at most one batch's samples; returns true when it was.
+  bool seek(const DataPosition& position);
 
   // The batch at the current position; advances, rolling over into the next epoch.
   Batch next();
@@ -53,6 +65,7 @@ class BatchLoader {
 
   const Dataset& dataset_;
   int64_t batch_size_;
+  Shard shard_;
   bool shuffle_;
   uint64_t seed_;
   int64_t batches_per_epoch_;

@@ -84,6 +84,7 @@ void save_checkpoint(const std::string& path, const ModelTensors& model, torch::
   archive.write("state.skipped_steps", state.skipped_steps);
   archive.write("state.data_epoch", state.data.epoch);
   archive.write("state.data_batch", state.data.batch);
+  archive.write("state.data_batch_samples", state.data.batch_samples);
   archive.write("scaler.scale", state.scaler.scale);
   archive.write("scaler.growth_tracker", state.scaler.growth_tracker);
   archive.write("scaler.backoffs", state.scaler.backoffs);
@@ -163,6 +164,8 @@ TrainingState load_checkpoint(const std::string& path, const ModelTensors& model
     state.applied_steps = read_int(archive, "state.applied_steps");
     state.skipped_steps = read_int(archive, "state.skipped_steps");
     state.data = {read_int(archive, "state.data_epoch"), read_int(archive, "state.data_batch")};
+    if (c10::IValue samples; archive.try_read("state.data_batch_samples", samples))  // since distributed runs
+      state.data.batch_samples = samples.toInt();
     state.scaler = {read_double(archive, "scaler.scale"), read_int(archive, "scaler.growth_tracker"),
                     read_int(archive, "scaler.backoffs"), read_int(archive, "scaler.growths"),
                     read_double(archive, "scaler.lowest_scale"), read_int(archive, "scaler.hysteresis_left"),
