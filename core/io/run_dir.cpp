@@ -18,8 +18,12 @@ namespace fs = std::filesystem;
 std::vector<std::string> spec_differences(const std::string& config_path, const config::Spec& spec) {
   config::Spec previous = config::parse_spec(read_file(config_path), config_path, {});
   std::vector<std::string> differences;
-  for (const auto& d : config::differing_keys(previous, spec))
+  for (const auto& d : config::differing_keys(previous, spec)) {
+    // A key the earlier config.yaml does not mention was added to mpt after that run was written (each run
+    // writes every key); its default then described what that run did.
+    if (previous.origin(d.key) == "default") continue;
     if (!may_differ_on_resume(d.key)) differences.push_back(d.key + " (" + d.a_value + " there, " + d.b_value + " now)");
+  }
   return differences;
 }
 
@@ -30,7 +34,7 @@ bool may_differ_on_resume(const std::string& key) {
       "experiment.name",       "experiment.output_root", "train.epochs",           "train.max_steps",
       "train.log_every_steps", "train.eval_every_steps", "train.progress",         "checkpoint.every_steps",
       "checkpoint.keep_last",  "device.threads",         "debug.check_numerics", "debug.inject_nonfinite_grad_at", "debug.inject_nonfinite_param",
-      "debug.stop_after_steps"};
+      "debug.stop_after_steps",  "debug.inject_nonfinite_rank", "debug.die_at_step",   "distributed.timeout_sec"};
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 

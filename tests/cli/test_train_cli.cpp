@@ -109,7 +109,7 @@ TEST_CASE("an overflow during gradient accumulation skips exactly one optimizer 
   CHECK(metric_series(dir, "loss").size() == 6);
 
   CommandResult typo = run_mpt({"train", kMixed, "train.max_steps=2", "debug.inject_nonfinite_grad_at=[1]",
-                                "debug.inject_nonfinite_param=head.wieght", "--run-dir", dir + "-typo"});
+                                "debug.inject_nonfinite_param=head.wieght", "--run-dir", scratch_dir("cli-typo")});
   CHECK(typo.exit_code == 2);
   CHECK_THAT(typo.output, Catch::Contains("no such parameter; it has hidden.0.weight"));
 }
@@ -178,6 +178,16 @@ TEST_CASE("a run directory of another spec is refused, never mixed", "[fast][cli
   CommandResult never = run_mpt({"train", kFp32, "train.max_steps=5", "--run-dir", dir, "--resume", "never"});
   CHECK(never.exit_code == 2);
   CHECK_THAT(never.output, Catch::Contains("already holds checkpoints"));
+
+  // A run written by an older mpt lacks the keys added since; their defaults described it, so it continues.
+  std::string config = read_file_text(dir + "/config.yaml");
+  const size_t section = config.find("distributed:");
+  REQUIRE(section != std::string::npos);
+  const size_t next = config.find("\n", section);  // one flow-style line per section
+  std::ofstream(dir + "/config.yaml") << config.substr(0, section) + config.substr(next + 1);
+  CommandResult older = run_mpt({"train", kFp32, "train.max_steps=6", "data.test_limit=100", "--run-dir", dir});
+  CHECK(older.exit_code == 0);
+  CHECK_THAT(older.output, Catch::Contains("resumed from"));
 }
 
 TEST_CASE("mpt doctor reports the environment and what mixed resolves to", "[fast][cli]") {
