@@ -11,6 +11,7 @@ struct TrainOptions {
   std::vector<std::string> overrides;
   std::string run_dir;         // empty: OUTPUT_ROOT/NAME
   std::string resume = "auto"; // auto | never | PATH
+  int nproc = 1;               // > 1: start this many local ranks (torchrun --standalone)
 };
 
 int run_train(const TrainOptions& options);

@@ -24,6 +24,11 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--run-dir", train.run_dir, "Run directory (default: experiment.output_root/experiment.name)");
   train_cmd->add_option("--resume", train.resume, "auto (newest valid checkpoint), never, or a checkpoint path")
       ->default_str("auto");
+  train_cmd
+      ->add_option("--nproc", train.nproc,
+                   "Data-parallel ranks to start on this machine (like torchrun --standalone); under torchrun or "
+                   "srun leave it out: the launcher's RANK/WORLD_SIZE are used")
+      ->check(CLI::Range(1, 1024));
 
   mpt::app::AbCompareOptions ab;
   CLI::App* ab_cmd = cli.add_subcommand(

@@ -3,13 +3,19 @@
 #include <csignal>
 #include <chrono>
 #include <filesystem>
+#include <optional>
+#include <thread>
 
 #include "app/commands.h"
 #include "core/common/error.h"
 #include "core/common/hardware.h"
+#include "core/common/process.h"
 #include "core/config/load.h"
 #include "core/config/resolve.h"
 #include "core/config/sections.h"
+#include "core/dist/environment.h"
+#include "core/dist/local_launcher.h"
+#include "core/dist/process_group.h"
 #include "core/io/run_dir.h"
 #include "core/train/stack.h"
 #include "core/train/summary.h"
@@ -26,23 +32,59 @@ void request_stop(int signal) {
 
 }  // namespace
 
+namespace {
+
+// --nproc N: start N ranks of this same command (the spec is checked once here, so errors print once).
+int launch_ranks(const TrainOptions& options) {
+  if (dist::launch_from_environment())
+    throw UsageError("--nproc " + std::to_string(options.nproc) +
+                     ": WORLD_SIZE/RANK are already set by a launcher (torchrun, srun); drop --nproc under it");
+  config::load_resolved_spec(options.spec_path, options.overrides);
+  std::vector<std::string> args = {process::self_executable(), "train", options.spec_path};
+  args.insert(args.end(), options.overrides.begin(), options.overrides.end());
+  if (!options.run_dir.empty()) args.insert(args.end(), {"--run-dir", options.run_dir});
+  args.insert(args.end(), {"--resume", options.resume});
+  return dist::launch_local_workers(options.nproc, args);
+}
+
+}  // namespace
+
 int run_train(const TrainOptions& options) {
+  if (options.nproc > 1) return launch_ranks(options);
   const auto started = std::chrono::steady_clock::now();
   config::Spec spec = config::load_resolved_spec(options.spec_path, options.overrides);
   config::ExperimentConfig c = config::read_sections(spec);
 
+  // Data parallelism when a launcher (or --nproc) set the job up: join before touching the run directory.
+  const std::optional<dist::LaunchInfo> launch = dist::launch_from_environment();
+  dist::Group group = launch ? dist::Group::join(*launch, c.distributed) : dist::Group();
+  const bool main_rank = group.is_main();
+
+  // Every rank plans from the same directory state; only rank 0 writes to it, after all have planned.
   const std::string run_dir = options.run_dir.empty() ? c.output_root + "/" + c.name : options.run_dir;
   io::RunPlan plan = io::plan_run(run_dir, options.resume, spec);
-  std::filesystem::create_directories(run_dir);
-  io::write_file_atomically(run_dir + "/config.yaml", spec.to_yaml());
+  group.barrier("start-up barrier");
+  if (main_rank) {
+    std::filesystem::create_directories(run_dir);
+    io::write_file_atomically(run_dir + "/config.yaml", spec.to_yaml());
+  }
 
-  auto logger = io::make_logger(run_dir + "/train.log");
-  train::EventLog events(run_dir + "/events.jsonl", logger);
+  auto logger = io::make_logger(main_rank ? run_dir + "/train.log" : "");
+  if (!main_rank) logger->set_level(spdlog::level::err);  // rank 0 reports; the others only their errors
+  train::EventLog events(main_rank ? run_dir + "/events.jsonl" : "", logger);
   for (const auto& [path, why] : plan.rejected) events.checkpoint_rejected(path, why);
   logger->info("mpt train {} -> {}\n{}", options.spec_path, run_dir, spec.to_table());
+  if (group.distributed())
+    logger->info("data parallel: {} ranks ({}), {} backend, rendezvous {}:{}", group.world_size(), launch->launcher,
+                 group.backend(), launch->master_addr, launch->master_port);
 
-  const int threads = hardware::configure_threads(static_cast<int>(c.threads));
-  const torch::Device device(c.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  // Ranks on one machine share its cores unless device.threads says otherwise.
+  const int local_ranks = launch ? launch->local_world_size : 1;
+  const int threads = hardware::configure_threads(
+      c.threads > 0 ? static_cast<int>(c.threads)
+                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks));
+  const torch::Device device = c.device == "cuda" ? torch::Device(torch::kCUDA, launch ? launch->local_rank : 0)
+                                                  : torch::Device(torch::kCPU);
   const std::string blas = hardware::blas_description();
   logger->info("device {} | {} threads | BLAS {} | precision {} ({}) | loss scale {}", c.device, threads, blas,
                c.precision.mode, c.precision.strategy, precision::loss_scale_mode_name(c.precision.loss_scale.mode));
@@ -53,24 +95,31 @@ int run_train(const TrainOptions& options) {
 
   const data::Dataset train_set = data::load_dataset(c.data, "train");
   const data::Dataset test_set = data::load_dataset(c.data, "test");
-  data::BatchLoader train_loader(train_set, c.data.batch_size, c.data.shuffle, c.seed, /*drop_last=*/true);
+  data::BatchLoader train_loader(train_set, c.data.batch_size, c.data.shuffle, c.seed, /*drop_last=*/true,
+                                 data::Shard{group.rank(), group.world_size()});
   logger->info("data {}: {} train / {} test samples, {} batches of {} per epoch", c.data.name, train_set.size(),
-               test_set.size(), train_loader.batches_per_epoch(), c.data.batch_size);
+               test_set.size(), train_loader.batches_per_epoch(),
+               group.distributed() ? fmt::format("{} x {} ranks", c.data.batch_size, group.world_size())
+                                   : std::to_string(c.data.batch_size));
 
-  train::TrainingStack stack =
-      train::build_training_stack(c, data::sample_shape(c.data), train_loader.batches_per_epoch(), device);
+  train::TrainingStack stack = train::build_training_stack(c, data::sample_shape(c.data), train_loader.batches_per_epoch(),
+                                                           device, group.world_size());
   if (stack.init) logger->info("model.init_from {}: {}", c.model.init_from, io::describe(*stack.init));
   if (c.base_batch_size > 0)
     logger->info("linear scaling rule: global batch {} / base {} -> lr {:g}, warmup {} steps", stack.global_batch,
                  c.base_batch_size, stack.scaled.lr, stack.scaled.warmup_steps);
 
-  io::JsonlWriter metrics(run_dir + "/metrics.jsonl");
-  io::TensorBoardWriter tensorboard(run_dir);  // a new file per invocation: TensorBoard merges them
-  io::CheckpointStore checkpoints(run_dir + "/checkpoints", c.checkpoint_keep_last);
-  io::Progress progress(c.progress == "bar" || (c.progress == "auto" && io::stderr_is_live_terminal()));
+  io::JsonlWriter metrics(main_rank ? run_dir + "/metrics.jsonl" : "");
+  io::TensorBoardWriter tensorboard(main_rank ? run_dir : "");  // a new file per invocation: TensorBoard merges them
+  std::optional<io::CheckpointStore> checkpoints;
+  if (main_rank) checkpoints.emplace(run_dir + "/checkpoints", c.checkpoint_keep_last);
+  io::Progress progress(main_rank &&
+                        (c.progress == "bar" || (c.progress == "auto" && io::stderr_is_live_terminal())));
   train::Trainer trainer(c.train, c.schedule, stack.model, std::move(stack.optimizer), stack.precision_runtime(),
                          device, train_loader, test_set,
-                         train::RunSinks{metrics, events, logger, checkpoints, progress, tensorboard});
+                         train::RunSinks{metrics, events, logger, checkpoints ? &*checkpoints : nullptr, progress,
+                                         tensorboard},
+                         &group);
   if (plan.resume_from) trainer.resume(*plan.resume_from);
   if (trainer.step() >= c.train.total_steps && std::filesystem::exists(run_dir + "/summary.json")) {
     // Re-running a finished spec must not replace its summary with an empty one: report and keep it.
@@ -95,9 +144,13 @@ int run_train(const TrainOptions& options) {
   context.blas = blas;
   context.global_batch_size = stack.global_batch;
   context.total_steps = c.train.total_steps;
+  context.world_size = group.world_size();
+  context.distributed_backend = group.distributed() ? group.backend() : "";
   context.peak_memory_bytes = hardware::peak_rss_bytes();
   context.wall_time_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const nlohmann::json summary = train::make_summary(result, context);
+  if (!result.ranks_agree) logger->error("ranks disagree at the end of training: {}", result.ranks_disagreement);
+  if (!main_rank) return result.status == "completed" && result.ranks_agree ? kExitOk : kExitRunFailed;
   io::write_file_atomically(run_dir + "/summary.json", summary.dump(2) + "\n");
 
   const std::string accuracy = result.eval ? fmt::format("{:.4f}", result.eval->accuracy) : "not evaluated";
@@ -105,7 +158,7 @@ int run_train(const TrainOptions& options) {
                c.name, result.status, result.steps, result.skipped_steps, accuracy,
                summary["samples_per_sec"].get<double>(), run_dir);
   if (result.status != "completed") logger->error("{}", result.diagnosis);
-  return result.status == "completed" ? kExitOk : kExitRunFailed;
+  return result.status == "completed" && result.ranks_agree ? kExitOk : kExitRunFailed;
 }
 
 }  // namespace mpt::app

@@ -32,7 +32,7 @@ struct ScratchSinks {
     std::error_code error;
     std::filesystem::remove_all(dir_, error);
   }
-  train::RunSinks sinks() { return {metrics, events, logger, checkpoints, progress, tensorboard}; }
+  train::RunSinks sinks() { return {metrics, events, logger, &checkpoints, progress, tensorboard}; }
 
   std::string dir_;
   bool created_;

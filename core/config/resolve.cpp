@@ -43,6 +43,15 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
     problems.push_back(at(spec, "device.type") + " = cuda, but this build or machine has no CUDA device; use cpu or auto");
   }
 
+  const std::string backend = spec.get_string("distributed.backend");
+  if (backend == "auto") {
+    const bool cuda = device == "cuda";
+    spec.set("distributed.backend", YAML::Node(cuda ? "nccl" : "gloo"), cuda ? "auto: CUDA tensors" : "auto: CPU tensors");
+  } else if (backend == "nccl" && device != "cuda") {
+    problems.push_back(at(spec, "distributed.backend") + " = nccl needs device.type cuda (NCCL moves CUDA tensors); "
+                       "use gloo or auto on CPU");
+  }
+
   std::string mode = spec.get_string("precision.mode");
   if (mode == "mixed") {
     const MixedChoice choice = choose_mixed(device, hardware);

@@ -143,7 +143,16 @@ std::vector<KeySpec> build_schema() {
       integer("checkpoint.keep_last", "3", 1, kInf, "Keep the newest N checkpoints."),
 
       choice("device.type", "auto", {"auto", "cpu", "cuda"}, "auto: cuda when available, else cpu."),
-      integer("device.threads", "0", 0, 1024, "Intra-op and BLAS threads (0 = all cores)."),
+      integer("device.threads", "0", 0, 1024,
+              "Intra-op and BLAS threads (0 = all cores, shared among the ranks on one machine)."),
+
+      choice("distributed.backend", "auto", {"auto", "gloo", "nccl"},
+             "Data-parallel engine (c10d) when launched with --nproc, torchrun or srun: auto = nccl on CUDA, gloo "
+             "on CPU."),
+      real("distributed.timeout_sec", "300", 1, kInf,
+           "Longest wait for the rendezvous and for any collective: a rank that died or hangs stops the others "
+           "with an error after at most this long."),
+      real("distributed.bucket_mb", "25", 0.01, kInf, "Gradient all-reduce bucket size (PyTorch DDP's default)."),
 
       boolean("debug.check_numerics", "false",
               "Check every module's output for Inf/NaN and name the first offender (one sync per module: slow)."),
@@ -153,6 +162,10 @@ std::vector<KeySpec> build_schema() {
            "Parameter (module path, e.g. head.weight) that receives the injected Inf; empty = the first one."),
       integer("debug.stop_after_steps", "0", 0, kInf,
               "Stop as if interrupted after this step (checkpoint, status 'interrupted'), to rehearse resume."),
+      integer("debug.inject_nonfinite_rank", "-1", -1, kInf,
+              "Data parallelism: only this rank injects the Inf of inject_nonfinite_grad_at (-1 = every rank)."),
+      integer("debug.die_at_step", "0", 0, kInf,
+              "Data parallelism: the last rank kills itself (SIGKILL) at this step, to rehearse losing a rank."),
   };
 }
 

@@ -79,6 +79,11 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.train.inject_nonfinite_grad_at = spec.get_int_list("debug.inject_nonfinite_grad_at");
   c.train.inject_nonfinite_param = spec.get_string("debug.inject_nonfinite_param");
   c.train.stop_after_steps = spec.get_int("debug.stop_after_steps");
+  c.train.inject_nonfinite_rank = spec.get_int("debug.inject_nonfinite_rank");
+  c.train.die_at_step = spec.get_int("debug.die_at_step");
+  c.train.bucket_mb = spec.get_float("distributed.bucket_mb");
+  c.distributed.backend = spec.get_string("distributed.backend");
+  c.distributed.timeout_sec = spec.get_float("distributed.timeout_sec");
   c.progress = spec.get_string("train.progress");
   c.check_numerics = spec.get_bool("debug.check_numerics");
   c.checkpoint_keep_last = spec.get_int("checkpoint.keep_last");

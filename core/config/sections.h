@@ -6,6 +6,7 @@
 
 #include "core/config/spec.h"
 #include "core/data/dataset.h"
+#include "core/dist/process_group.h"
 #include "core/precision/policy.h"
 #include "core/train/optimizer.h"
 #include "core/train/schedule.h"
@@ -32,6 +33,7 @@ struct ExperimentConfig {
   bool check_numerics = false;
   std::string device = "cpu";
   int64_t threads = 0;
+  dist::GroupConfig distributed;
 };
 
 ExperimentConfig read_sections(const Spec& spec);

@@ -64,13 +64,17 @@ std::string read_file(const std::string& path) {
   return content.str();
 }
 
-JsonlWriter::JsonlWriter(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "a")) {
-  if (!file_) throw Error(path + ": cannot open for appending: " + os_reason());
+JsonlWriter::JsonlWriter(const std::string& path)
+    : path_(path), file_(path.empty() ? nullptr : std::fopen(path.c_str(), "a")) {
+  if (!path.empty() && !file_) throw Error(path + ": cannot open for appending: " + os_reason());
 }
 
-JsonlWriter::~JsonlWriter() { std::fclose(file_); }
+JsonlWriter::~JsonlWriter() {
+  if (file_) std::fclose(file_);
+}
 
 void JsonlWriter::write(const nlohmann::json& record) {
+  if (!file_) return;
   const std::string line = record.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     throw Error(path_ + ": appending a record failed: " + os_reason());

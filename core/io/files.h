@@ -23,7 +23,7 @@ std::vector<nlohmann::json> read_jsonl_records(const std::string& path);
 // One JSON object per line, flushed per line so `tail -f` and a crash both see whole lines.
 class JsonlWriter {
  public:
-  explicit JsonlWriter(const std::string& path);
+  explicit JsonlWriter(const std::string& path);  // "": writes nothing (ranks other than 0)
   ~JsonlWriter();
   JsonlWriter(const JsonlWriter&) = delete;
   JsonlWriter& operator=(const JsonlWriter&) = delete;

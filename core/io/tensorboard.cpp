@@ -97,6 +97,7 @@ std::string frame_record(const std::string& data) {
 }
 
 TensorBoardWriter::TensorBoardWriter(const std::string& folder) {
+  if (folder.empty()) return;
   static std::atomic<int> counter{0};
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
@@ -110,13 +111,16 @@ TensorBoardWriter::TensorBoardWriter(const std::string& folder) {
   write_record(encode_file_version_event(now));
 }
 
-TensorBoardWriter::~TensorBoardWriter() { std::fclose(file_); }
+TensorBoardWriter::~TensorBoardWriter() {
+  if (file_) std::fclose(file_);
+}
 
 void TensorBoardWriter::scalar(const std::string& tag, int64_t step, double value) {
   write_record(encode_scalar_event(now_seconds(), step, tag, static_cast<float>(value)));
 }
 
 void TensorBoardWriter::write_record(const std::string& data) {
+  if (!file_) return;
   const std::string record = frame_record(data);
   if (std::fwrite(record.data(), 1, record.size(), file_) != record.size() || std::fflush(file_) != 0)
     throw Error(path_ + ": writing a TensorBoard record failed: " + std::strerror(errno));

@@ -22,7 +22,7 @@ std::string frame_record(const std::string& data);
 class TensorBoardWriter {
  public:
   // Creates DIR/events.out.tfevents.<secs>.<host>.<pid>.<n> with its file_version record.
-  explicit TensorBoardWriter(const std::string& folder);
+  explicit TensorBoardWriter(const std::string& folder);  // "": writes nothing (ranks other than 0)
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
@@ -34,7 +34,7 @@ class TensorBoardWriter {
   void write_record(const std::string& data);
 
   std::string path_;
-  std::FILE* file_;
+  std::FILE* file_ = nullptr;
 };
 
 }  // namespace mpt::io

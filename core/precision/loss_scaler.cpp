@@ -21,13 +21,18 @@ torch::Tensor LossScaler::scale_loss(const torch::Tensor& loss) const {
 
 bool LossScaler::unscale_and_check(const std::vector<torch::Tensor>& grads) const {
   if (grads.empty()) return false;
+  return unscale_and_flag(grads).item<float>() != 0.0f;
+}
+
+torch::Tensor LossScaler::unscale_and_flag(const std::vector<torch::Tensor>& grads) const {
+  if (grads.empty()) return torch::zeros({1});
   const double inverse = 1.0 / state_.scale;
   const auto device = grads.front().device();
   if (compat::has_fused_amp_kernels(device.type())) {
     auto found = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device));
     auto inv = torch::full({1}, inverse, torch::TensorOptions().dtype(torch::kFloat).device(device));
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
-    return found.item<float>() != 0.0f;
+    return found;
   }
   // Portable path: scale in place, then one sum per tensor, joined before the single host read. A sum is
   // non-finite exactly when an element is Inf or NaN (NaN and Inf propagate; +Inf with -Inf gives NaN), unless
@@ -38,9 +43,9 @@ bool LossScaler::unscale_and_check(const std::vector<torch::Tensor>& grads) cons
   sums.reserve(grads.size());
   for (const auto& grad : grads) {
     if (inverse != 1.0) grad.mul_(inverse);
-    sums.push_back(grad.sum());
+    sums.push_back(grad.sum().to(torch::kFloat));
   }
-  return !torch::isfinite(torch::stack(sums)).all().item<bool>();
+  return torch::logical_not(torch::isfinite(torch::stack(sums)).all()).to(torch::kFloat).reshape({1});
 }
 
 ScaleUpdate LossScaler::update(bool found_nonfinite) {

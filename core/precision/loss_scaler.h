@@ -57,6 +57,9 @@ class LossScaler {
   // Divides every gradient by the scale and reports whether any element is Inf/NaN.
   // Call once per optimizer step (after all micro-batches); costs one host sync.
   bool unscale_and_check(const std::vector<torch::Tensor>& grads) const;
+  // The same without the host read: a 1-element FP32 tensor on the gradients' device, non-zero when any
+  // element is Inf/NaN (data parallelism all-reduces it so that every rank skips the same steps).
+  torch::Tensor unscale_and_flag(const std::vector<torch::Tensor>& grads) const;
 
   // The scale rule; call once per optimizer step with that step's overflow flag.
   ScaleUpdate update(bool found_nonfinite);

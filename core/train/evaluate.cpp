@@ -7,16 +7,18 @@
 namespace mpt::train {
 
 EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, torch::Device device,
-                     torch::ScalarType compute_dtype, int64_t batch_size) {
+                     torch::ScalarType compute_dtype, int64_t batch_size, dist::Group* group) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  data::BatchLoader loader(dataset, batch_size, /*shuffle=*/false, /*seed=*/0, /*drop_last=*/false);
+  const data::Shard shard = group ? data::Shard{group->rank(), group->world_size()} : data::Shard{};
+  data::BatchLoader loader(dataset, batch_size, /*shuffle=*/false, /*seed=*/0, /*drop_last=*/false, shard);
   auto options = torch::TensorOptions().dtype(torch::kDouble).device(device);
-  torch::Tensor loss_sum = torch::zeros({}, options), correct = torch::zeros({}, options);
-  int64_t predictions = 0;  // samples, or masked tokens under masked-LM
+  // loss sum, correct predictions, predictions (samples, or masked tokens under masked-LM)
+  torch::Tensor sums = torch::zeros({3}, options);
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     data::Batch batch = loader.next();
+    if (batch.targets.size(0) == 0) continue;  // this rank's slice of the ragged last batch is empty
     torch::Tensor inputs = batch.inputs.to(device), targets = batch.targets.to(device);
     models::Prediction prediction;
     {
@@ -24,16 +26,19 @@ EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, tor
       prediction = model.predict(inputs, targets);
     }
     const torch::Tensor logits = prediction.logits.to(torch::kFloat);  // (N, K): the loss is always FP32
-    loss_sum += torch::nn::functional::cross_entropy(
+    sums[0] += torch::nn::functional::cross_entropy(
         logits, prediction.targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-    correct += logits.argmax(1).eq(prediction.targets).sum();
-    predictions += prediction.targets.size(0);
+    sums[1] += logits.argmax(1).eq(prediction.targets).sum();
+    sums[2] += prediction.targets.size(0);
   }
   model.train(was_training);
+  if (group) group->all_reduce({sums}, "evaluation all-reduce");
+  const torch::Tensor host = sums.cpu();
+  const double predictions = host[2].item<double>();
   EvalMetrics metrics;
   metrics.samples = dataset.size();
-  metrics.loss = loss_sum.item<double>() / static_cast<double>(predictions);
-  metrics.accuracy = correct.item<double>() / static_cast<double>(predictions);
+  metrics.loss = host[0].item<double>() / predictions;
+  metrics.accuracy = host[1].item<double>() / predictions;
   return metrics;
 }
 

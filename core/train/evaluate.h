@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "core/data/dataset.h"
+#include "core/dist/process_group.h"
 #include "models/model.h"
 
 namespace mpt::train {
@@ -14,7 +15,9 @@ struct EvalMetrics {
   int64_t samples = 0;
 };
 
+// Under data parallelism each rank evaluates its slice of every batch and the sums are all-reduced, so every
+// rank returns the metrics of the whole split.
 EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, torch::Device device,
-                     torch::ScalarType compute_dtype, int64_t batch_size);
+                     torch::ScalarType compute_dtype, int64_t batch_size, dist::Group* group = nullptr);
 
 }  // namespace mpt::train

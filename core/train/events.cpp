@@ -50,6 +50,16 @@ void EventLog::resumed(int64_t step, const std::string& path) {
   logger_->info("resumed from {} at step {}", path, step);
 }
 
+void EventLog::data_resharded(int64_t step, const data::DataPosition& saved, const data::DataPosition& now) {
+  record({{"step", step},
+          {"kind", "data_resharded"},
+          {"saved", {{"epoch", saved.epoch}, {"batch", saved.batch}, {"batch_samples", saved.batch_samples}}},
+          {"now", {{"epoch", now.epoch}, {"batch", now.batch}, {"batch_samples", now.batch_samples}}}});
+  logger_->info("data position re-sharded for the new global batch: epoch {} batch {} of {} samples -> epoch {} "
+                "batch {} of {} samples",
+                saved.epoch, saved.batch, saved.batch_samples, now.epoch, now.batch, now.batch_samples);
+}
+
 void EventLog::diverged(int64_t step, const std::string& diagnosis) {
   record({{"step", step}, {"kind", "diverged"}, {"reason", diagnosis}});
   logger_->error("step {}: training diverged: {}", step, diagnosis);

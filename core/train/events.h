@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "core/data/loader.h"
 #include "core/io/files.h"
 #include "core/precision/diagnosis.h"
 #include "core/precision/loss_scaler.h"
@@ -26,6 +27,8 @@ class EventLog {
   void checkpoint_saved(int64_t step, const std::string& path);
   void checkpoint_rejected(const std::string& path, const std::string& why);
   void resumed(int64_t step, const std::string& path);
+  // A checkpoint from a run with another global batch (world size): the data position was converted.
+  void data_resharded(int64_t step, const data::DataPosition& saved, const data::DataPosition& now);
   void diverged(int64_t step, const std::string& diagnosis);
 
  private:

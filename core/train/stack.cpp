@@ -11,7 +11,7 @@ PrecisionRuntime TrainingStack::precision_runtime() const {
 }
 
 TrainingStack build_training_stack(config::ExperimentConfig& c, const data::SampleShape& sample,
-                                   int64_t batches_per_epoch, torch::Device device) {
+                                   int64_t batches_per_epoch, torch::Device device, int world_size) {
   TrainingStack stack;
   if (c.check_numerics) stack.numerics = std::make_unique<precision::NumericsMonitor>();
   const precision::ModulePolicy policy(c.precision.fp32_modules, stack.numerics.get());
@@ -27,7 +27,7 @@ TrainingStack build_training_stack(config::ExperimentConfig& c, const data::Samp
   stack.optimizer = build_optimizer(c.optimizer, fp32_weights);
 
   const int64_t per_epoch = std::max<int64_t>(1, batches_per_epoch / c.train.grad_accum_steps);
-  stack.global_batch = c.data.batch_size * c.train.grad_accum_steps;
+  stack.global_batch = c.data.batch_size * c.train.grad_accum_steps * world_size;
   c.train.total_steps = c.max_steps > 0 ? c.max_steps : c.epochs * per_epoch;
   if (c.train.eval_every_steps == 0) c.train.eval_every_steps = per_epoch;
   stack.scaled = apply_linear_scaling(c.optimizer.lr, c.schedule.warmup_steps, stack.global_batch, c.base_batch_size);

@@ -35,7 +35,9 @@ struct TrainingStack {
 
 // Builds the stack for `c` on `device`; fills c.train.total_steps (from epochs and batches_per_epoch unless
 // max_steps is set), c.train.eval_every_steps (per epoch when 0) and c.schedule's peak LR, warmup and length.
+// Under data parallelism batches_per_epoch counts global batches and the global batch is per-rank batch x
+// grad_accum_steps x world_size.
 TrainingStack build_training_stack(config::ExperimentConfig& c, const data::SampleShape& sample,
-                                   int64_t batches_per_epoch, torch::Device device);
+                                   int64_t batches_per_epoch, torch::Device device, int world_size = 1);
 
 }  // namespace mpt::train

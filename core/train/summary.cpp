@@ -40,6 +40,12 @@ nlohmann::json make_summary(const TrainResult& result, const RunContext& context
                                 : nlohmann::json::object();
   if (!result.diagnosis.empty()) summary["diagnosis"] = result.diagnosis;
   if (!result.resumed_from.empty()) summary["resumed_from"] = result.resumed_from;
+  if (context.world_size > 1) {
+    summary["distributed"] = {{"world_size", context.world_size},
+                              {"backend", context.distributed_backend},
+                              {"ranks_agree", result.ranks_agree}};
+    if (!result.ranks_agree) summary["distributed"]["disagreement"] = result.ranks_disagreement;
+  }
   return summary;
 }
 

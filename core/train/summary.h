@@ -23,6 +23,8 @@ struct RunContext {
   int64_t peak_memory_bytes = 0;
   int64_t global_batch_size = 0;
   int64_t total_steps = 0;
+  int world_size = 1;
+  std::string distributed_backend;  // "" in one process
 };
 
 nlohmann::json make_summary(const TrainResult& result, const RunContext& context);

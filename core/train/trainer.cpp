@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <limits>
 
 #include <torch/cuda.h>
@@ -24,7 +25,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model model,
                  std::unique_ptr<torch::optim::Optimizer> optimizer, PrecisionRuntime precision, torch::Device device,
-                 data::BatchLoader& train_loader, const data::Dataset& test_set, RunSinks sinks)
+                 data::BatchLoader& train_loader, const data::Dataset& test_set, RunSinks sinks, dist::Group* group)
     : config_(std::move(config)),
       schedule_(schedule),
       model_(std::move(model)),
@@ -39,7 +40,8 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
       sinks_(sinks),
       weights_{master_weights_ ? master_weights_->masters() : model_->named_parameters(), model_->named_buffers()},
       parameters_(weights_.parameters.values()),
-      model_parameters_(model_->parameters()) {
+      model_parameters_(model_->parameters()),
+      group_(group ? group : &single_process_) {
   const auto& named = weights_.parameters;
   const std::string& target = config_.inject_nonfinite_param;
   if (!config_.inject_nonfinite_grad_at.empty()) {
@@ -54,13 +56,15 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
   epoch_loss_ = torch::zeros({}, options);
   epoch_correct_ = torch::zeros({}, options);
   state_.scaler = scaler_.state();
+  if (group_->distributed())
+    averager_ = std::make_unique<dist::GradientAverager>(*group_, parameters_, config_.bucket_mb);
 }
 
 void Trainer::resume(const std::string& checkpoint_path) {
   state_ = io::load_checkpoint(checkpoint_path, weights_, *optimizer_);
   if (master_weights_) master_weights_->masters_to_model();
   scaler_.load_state(state_.scaler);
-  train_loader_.seek(state_.data);
+  if (train_loader_.seek(state_.data)) sinks_.events.data_resharded(state_.step, state_.data, train_loader_.position());
   if (state_.rng_state.defined()) {
     at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
     generator.set_state(state_.rng_state);
@@ -120,14 +124,32 @@ void Trainer::step_once() {
   }
   ++window_steps_;
   if (master_weights_) master_weights_->grads_to_masters();
+  if (averager_) averager_->average();  // data parallelism: every rank now holds the same mean gradients
+  if (config_.die_at_step == step && group_->distributed() && group_->rank() == group_->world_size() - 1)
+    std::raise(SIGKILL);  // debug.die_at_step: a rank lost mid-run, as an OOM kill or a node failure would
 
-  const bool inject = std::count(config_.inject_nonfinite_grad_at.begin(), config_.inject_nonfinite_grad_at.end(), step);
+  const bool inject = std::count(config_.inject_nonfinite_grad_at.begin(), config_.inject_nonfinite_grad_at.end(),
+                                 step) &&
+                      (config_.inject_nonfinite_rank < 0 || config_.inject_nonfinite_rank == group_->rank());
   if (inject) inject_target_.mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
 
   std::vector<torch::Tensor> grads;
   for (auto& p : parameters_)
     if (p.grad().defined()) grads.push_back(p.grad());
-  const bool found_nonfinite = scaler_.unscale_and_check(grads);  // the one host sync of a step
+  bool found_nonfinite = false;
+  if (!group_->distributed()) {
+    found_nonfinite = scaler_.unscale_and_check(grads);  // the one host sync of a step
+  } else {
+    // One small all-reduce (max) makes every rank skip the same steps and keep the same scale, and agree on
+    // stopping at this step boundary when any of them was asked to stop (a Ctrl-C reaches each at its own time).
+    const bool stop_here = stop_requested_ && stop_requested_->load();
+    torch::Tensor flags = torch::cat({scaler_.unscale_and_flag(grads).to(device_),
+                                      torch::full({1}, stop_here ? 1.0f : 0.0f, torch::TensorOptions().device(device_))});
+    group_->all_reduce_max(flags, "overflow-flag all-reduce");
+    const torch::Tensor host = flags.cpu();  // the one host sync of a step, as in one process
+    found_nonfinite = host[0].item<float>() != 0.0f;
+    stop_agreed_ = host[1].item<float>() != 0.0f;
+  }
 
   mark(&StepPhases::scaler);
   current_lr_ = learning_rate(schedule_, state_.applied_steps);
@@ -138,7 +160,9 @@ void Trainer::step_once() {
     last_culprits_ = precision::find_nonfinite_grads(weights_.parameters, /*limit=*/3);
     sinks_.events.skipped_step(step, scaler_.scale(), state_.skipped_steps,
                                inject ? "injected non-finite gradient (debug.inject_nonfinite_grad_at)"
-                                      : "non-finite gradient",
+                               : group_->distributed() && last_culprits_.empty()
+                                   ? "non-finite gradient on another rank (the ranks skip together)"
+                                   : "non-finite gradient",
                                last_culprits_);
   } else {
     consecutive_skips_ = 0;
@@ -161,8 +185,20 @@ void Trainer::step_once() {
   mark(&StepPhases::scaler);
 }
 
+void Trainer::sum_across_ranks(std::vector<torch::Tensor> sums, int64_t& predictions, int64_t& samples) {
+  if (!group_->distributed()) return;
+  torch::Tensor counts = torch::tensor({static_cast<double>(predictions), static_cast<double>(samples)},
+                                       torch::TensorOptions().dtype(torch::kDouble).device(device_));
+  sums.push_back(counts);
+  group_->all_reduce(sums, "metrics all-reduce");
+  const torch::Tensor host = counts.cpu();
+  predictions = static_cast<int64_t>(host[0].item<double>());
+  samples = static_cast<int64_t>(host[1].item<double>());
+}
+
 void Trainer::close_epoch_if_done(int64_t epoch_before) {
   if (train_loader_.position().epoch == epoch_before) return;
+  sum_across_ranks({epoch_loss_, epoch_correct_}, epoch_predictions_, epoch_samples_);
   result_.train_loss = epoch_loss_.item<double>() / epoch_predictions_;
   result_.train_accuracy = epoch_correct_.item<double>() / epoch_predictions_;
   epoch_loss_.zero_(), epoch_correct_.zero_(), epoch_samples_ = 0, epoch_predictions_ = 0;
@@ -170,6 +206,7 @@ void Trainer::close_epoch_if_done(int64_t epoch_before) {
 }
 
 void Trainer::log_window(double window_seconds) {
+  sum_across_ranks({window_loss_, window_correct_}, window_predictions_, window_samples_);
   const double loss = window_loss_.item<double>() / window_predictions_;
   nlohmann::json line = {{"kind", "train"},
                          {"step", state_.step},
@@ -181,6 +218,7 @@ void Trainer::log_window(double window_seconds) {
                          {"skipped_steps", state_.skipped_steps},
                          {"samples_per_sec", window_samples_ / std::max(window_seconds, 1e-9)}};
   if (last_grad_norm_) line["grad_norm"] = *last_grad_norm_;
+  if (group_->distributed()) line["world_size"] = group_->world_size();
   sinks_.metrics.write(line);
   for (const char* key : {"loss", "accuracy", "lr", "loss_scale", "skipped_steps", "samples_per_sec", "grad_norm"})
     if (line.contains(key)) sinks_.tensorboard.scalar(std::string("train/") + key, state_.step, line[key].get<double>());
@@ -198,7 +236,10 @@ io::ProgressLine Trainer::progress_line() const {
 }
 
 void Trainer::evaluate_now() {
-  EvalMetrics metrics = evaluate(*model_, test_set_, device_, compute_dtype_, config_.eval_batch_size);
+  // Batch-norm statistics are per rank (local batch norm): evaluate every shard with rank 0's, which the
+  // checkpoint holds too.
+  group_->broadcast(model_->buffers(), "buffer broadcast");
+  EvalMetrics metrics = evaluate(*model_, test_set_, device_, compute_dtype_, config_.eval_batch_size, group_);
   result_.eval = metrics;
   sinks_.metrics.write({{"kind", "eval"},
                         {"step", state_.step},
@@ -210,17 +251,49 @@ void Trainer::evaluate_now() {
 }
 
 void Trainer::save_checkpoint() {
+  if (!sinks_.checkpoints) return;
   state_.rng_state = at::detail::getDefaultCPUGenerator().get_state();
-  sinks_.events.checkpoint_saved(state_.step, sinks_.checkpoints.save(weights_, *optimizer_, state_));
+  sinks_.events.checkpoint_saved(state_.step, sinks_.checkpoints->save(weights_, *optimizer_, state_));
+}
+
+void Trainer::check_ranks_agree() {
+  // Each rank writes its fingerprint into its own row; the sum over ranks gathers them all.
+  constexpr int64_t kFields = 5;
+  torch::Tensor rows = torch::zeros({group_->world_size(), kFields}, torch::TensorOptions().dtype(torch::kDouble).device(device_));
+  double checksum = 0.0;
+  for (const auto& p : parameters_) checksum += p.detach().to(torch::kDouble).sum().item<double>();
+  rows[group_->rank()] = torch::tensor({scaler_.scale(), static_cast<double>(state_.step),
+                                        static_cast<double>(state_.applied_steps),
+                                        static_cast<double>(state_.skipped_steps), checksum},
+                                       torch::kDouble)
+                               .to(device_);
+  group_->all_reduce({rows}, "agreement check");
+  rows = rows.cpu();
+  const char* names[kFields] = {"loss scale", "steps", "applied steps", "skipped steps", "weight checksum"};
+  for (int64_t r = 1; r < group_->world_size(); ++r)
+    for (int64_t f = 0; f < kFields; ++f) {
+      const double a = rows[0][f].item<double>(), b = rows[r][f].item<double>();
+      if (a != b && result_.ranks_agree) {
+        result_.ranks_agree = false;
+        result_.ranks_disagreement = fmt::format("rank {} ends with {} {:.17g}, rank 0 with {:.17g}", r, names[f], b, a);
+      }
+    }
 }
 
 TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
   model_->train();
+  stop_requested_ = &stop_requested;
+  if (group_->distributed()) {  // identical starting weights whatever each rank initialised or loaded
+    group_->broadcast(weights_.parameters.values(), "weight broadcast");
+    group_->broadcast(weights_.buffers.values(), "weight broadcast");
+    if (master_weights_) master_weights_->masters_to_model();
+  }
   std::vector<double> step_seconds;
   double window_seconds = 0.0;
   while (state_.step < config_.total_steps) {
     const bool rehearsal = config_.stop_after_steps > 0 && state_.step == config_.stop_after_steps;
-    if (stop_requested || rehearsal) {
+    // Under data parallelism a stop takes effect where all ranks agreed on it (see step_once).
+    if ((group_->distributed() ? stop_agreed_ : stop_requested.load()) || rehearsal) {
       result_.status = "interrupted";
       result_.diagnosis = (rehearsal ? "stopped as debug.stop_after_steps asked" : "stopped by a signal") +
                           std::string(" at step ") + std::to_string(state_.step) + "; run again to resume";
@@ -255,6 +328,7 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
     result_.train_accuracy = epoch_correct_.item<double>() / epoch_predictions_;
   }
   sinks_.progress.finish();
+  if (group_->distributed()) check_ranks_agree();
   result_.steps = state_.step;
   result_.skipped_steps = state_.skipped_steps;
   result_.scaler = scaler_.state();

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "core/data/loader.h"
+#include "core/dist/gradient_averager.h"
+#include "core/dist/process_group.h"
 #include "core/io/checkpoint.h"
 #include "core/io/files.h"
 #include "core/io/log.h"
@@ -39,6 +41,9 @@ struct TrainConfig {
   int64_t eval_batch_size = 1000;
   std::vector<int64_t> inject_nonfinite_grad_at;
   std::string inject_nonfinite_param;  // "" = the first parameter
+  int64_t inject_nonfinite_rank = -1;  // data parallelism: only this rank injects (-1 = every rank)
+  int64_t die_at_step = 0;             // data parallelism rehearsal: the last rank dies abruptly here (0 = off)
+  double bucket_mb = 25.0;             // gradient all-reduce bucket size
   int64_t stop_after_steps = 0;        // 0: off
 };
 
@@ -56,6 +61,10 @@ struct TrainResult {
   double median_step_ms = 0.0;
   double p90_step_ms = 0.0;
   std::string resumed_from;
+  // Data parallelism: whether every rank ended with the same weights, loss scale and step counts, and if not,
+  // what differed (checked once at the end).
+  bool ranks_agree = true;
+  std::string ranks_disagreement;
 };
 
 // Where a run's outputs go; owned by the command wiring.
@@ -63,7 +72,7 @@ struct RunSinks {
   io::JsonlWriter& metrics;
   EventLog& events;
   std::shared_ptr<spdlog::logger> logger;
-  io::CheckpointStore& checkpoints;
+  io::CheckpointStore* checkpoints;  // null on ranks other than 0: rank 0 alone writes checkpoints
   io::Progress& progress;
   io::TensorBoardWriter& tensorboard;
 };
@@ -92,9 +101,11 @@ struct StepPhases {
 class Trainer {
  public:
   // `optimizer` must own the FP32 weights: the model's parameters, or the masters under master_weights.
+  // `group` (null: one process) makes it data-parallel: `train_loader` must then read this rank's shard.
   Trainer(TrainConfig config, ScheduleConfig schedule, models::Model model,
           std::unique_ptr<torch::optim::Optimizer> optimizer, PrecisionRuntime precision, torch::Device device,
-          data::BatchLoader& train_loader, const data::Dataset& test_set, RunSinks sinks);
+          data::BatchLoader& train_loader, const data::Dataset& test_set, RunSinks sinks,
+          dist::Group* group = nullptr);
 
   void resume(const std::string& checkpoint_path);
   int64_t step() const { return state_.step; }
@@ -111,6 +122,8 @@ class Trainer {
   void evaluate_now();
   void save_checkpoint();
   void close_epoch_if_done(int64_t epoch_before);
+  void sum_across_ranks(std::vector<torch::Tensor> sums, int64_t& predictions, int64_t& samples);
+  void check_ranks_agree();
 
   TrainConfig config_;
   ScheduleConfig schedule_;
@@ -143,6 +156,11 @@ class Trainer {
   int64_t window_predictions_ = 0, epoch_predictions_ = 0;  // samples, or masked tokens under masked-LM
   bool epoch_closed_ = false;
   StepPhases* profile_ = nullptr;
+  dist::Group single_process_;
+  dist::Group* group_;
+  std::unique_ptr<dist::GradientAverager> averager_;
+  const std::atomic<bool>* stop_requested_ = nullptr;  // set by run()
+  bool stop_agreed_ = false;  // data parallelism: some rank was asked to stop; all stop after this step
 };
 
 }  // namespace mpt::train
