@@ -60,6 +60,9 @@ std::optional<LaunchInfo> launch_from_environment(const Getter& get) {
                           : ""));
   info.master_addr = *addr;
   if (get("MASTER_PORT")) info.master_port = read_int(get, "MASTER_PORT", 1, 65535, "");
+  const std::optional<std::string> agent_store = get("TORCHELASTIC_USE_AGENT_STORE");
+  info.launcher_hosts_store = agent_store && (*agent_store == "True" || *agent_store == "true" || *agent_store == "1");
+  if (info.launcher_hosts_store) info.launcher = "torchrun";
   return info;
 }
 

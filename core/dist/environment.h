@@ -18,6 +18,9 @@ struct LaunchInfo {
   std::string master_addr;
   int master_port = 29500;   // torchrun's default
   std::string launcher;      // "torchrun-style environment" or "Slurm"
+  // torchrun's agent already serves the TCP store at MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE):
+  // rank 0 joins it as a client instead of binding the port itself.
+  bool launcher_hosts_store = false;
 };
 
 // Reads the launch variables through `get` (getenv in production, a map in tests). nullopt when the process

@@ -79,7 +79,7 @@ Group Group::join(const LaunchInfo& launch, const GroupConfig& config) {
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(launch.master_port);
-    options.isServer = launch.rank == 0;
+    options.isServer = launch.rank == 0 && !launch.launcher_hosts_store;
     options.numWorkers = static_cast<size_t>(launch.world_size);
     options.waitWorkers = true;
     options.timeout = impl.timeout;

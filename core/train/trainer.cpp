@@ -118,7 +118,7 @@ void Trainer::step_once() {
     window_correct_ += correct, epoch_correct_ += correct;
     window_predictions_ += predicted, epoch_predictions_ += predicted;
     window_samples_ += inputs.size(0), epoch_samples_ += inputs.size(0);
-    result_.samples_trained += inputs.size(0);
+    result_.samples_trained += inputs.size(0) * group_->world_size();  // every rank trains a batch this size
     close_epoch_if_done(epoch_before);
     mark(&StepPhases::backward);
   }

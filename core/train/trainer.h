@@ -56,7 +56,7 @@ struct TrainResult {
   double train_loss = 0.0;      // over the last complete epoch (or the partial one if none completed)
   double train_accuracy = 0.0;
   precision::LossScaleState scaler;
-  int64_t samples_trained = 0;  // in this invocation
+  int64_t samples_trained = 0;  // in this invocation, by all ranks together
   double train_time_sec = 0.0;  // sum of step times in this invocation (no eval, no checkpoints)
   double median_step_ms = 0.0;
   double p90_step_ms = 0.0;

@@ -44,6 +44,11 @@ TEST_CASE("torchrun's and Slurm's variables place a process in its job", "[fast]
   CHECK(torchrun->local_world_size == 2);
   CHECK(torchrun->master_addr == "node0");
   CHECK(torchrun->master_port == 1234);
+  CHECK_FALSE(torchrun->launcher_hosts_store);
+  const auto elastic = launch_with({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "a"},
+                                    {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  REQUIRE(elastic);
+  CHECK(elastic->launcher_hosts_store);  // rank 0 must not bind the port torchrun's agent serves
 
   const auto slurm = launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"},
                                   {"SLURM_NTASKS_PER_NODE", "4"}, {"MASTER_ADDR", "gpu17"}});
