@@ -105,6 +105,7 @@ int run_train(const TrainOptions& options) {
   train::TrainingStack stack = train::build_training_stack(c, data::sample_shape(c.data), train_loader.batches_per_epoch(),
                                                            device, group.world_size());
   if (stack.init) logger->info("model.init_from {}: {}", c.model.init_from, io::describe(*stack.init));
+  if (c.sync_batchnorm && group.distributed()) stack.model->synchronise_batch_norm(&group);
   if (c.base_batch_size > 0)
     logger->info("linear scaling rule: global batch {} / base {} -> lr {:g}, warmup {} steps", stack.global_batch,
                  c.base_batch_size, stack.scaled.lr, stack.scaled.warmup_steps);

@@ -6,6 +6,10 @@
 
 #include "core/data/dataset.h"
 
+namespace mpt::dist {
+class Group;
+}
+
 namespace mpt::models {
 
 // What the loss compares: logits (N, K) and int64 targets (N). N is the batch for classifiers and the masked
@@ -27,6 +31,10 @@ class ModelImpl : public torch::nn::Module {
   // Multiply-accumulates of one forward pass for one sample; training costs about 3 x 2 x this many FLOPs
   // (forward, and backward for inputs and weights).
   virtual int64_t forward_macs(const data::SampleShape& sample) const = 0;
+
+  // Data parallelism: batch-norm layers normalise with the global batch's statistics over `group` (null:
+  // local statistics, the default). Models without batch norm ignore it.
+  virtual void synchronise_batch_norm(dist::Group* /*group*/) {}
 };
 
 using Model = std::shared_ptr<ModelImpl>;

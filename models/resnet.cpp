@@ -4,6 +4,7 @@
 #include <array>
 
 #include "core/common/error.h"
+#include "core/dist/sync_batch_norm.h"
 
 namespace mpt::models {
 namespace {
@@ -43,7 +44,9 @@ torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) 
 }  // namespace
 
 ResidualBlockImpl::ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t planes, int64_t stride,
-                                     const precision::ModulePolicy& policy, const std::string& prefix) {
+                                     const precision::ModulePolicy& policy, const std::string& prefix,
+                                     NormGroup norm_group)
+    : norm_group_(std::move(norm_group)) {
   // v1.5: the stride sits on the 3x3 conv (conv2 of a Bottleneck, conv1 of a BasicBlock).
   const int64_t out_planes = bottleneck ? planes * kExpansion : planes;
   if (bottleneck) {
@@ -71,13 +74,14 @@ torch::Tensor ResidualBlockImpl::forward(const torch::Tensor& x) {
   torch::Tensor out = x;  // (B, C_in, H, W)
   for (size_t i = 0; i < convs_.size(); ++i) {
     out = convs_[i]->forward(out);
-    out = norm_runners_[i](out, [&](const torch::Tensor& h) { return norms_[i]->forward(h); });
+    out = norm_runners_[i](out, [&](const torch::Tensor& h) { return dist::sync_batch_norm(*norms_[i], h, *norm_group_); });
     if (i + 1 < convs_.size()) out = torch::relu(out);
   }
   torch::Tensor identity = x;
   if (downsample_conv_) {
     identity = downsample_conv_->forward(x);
-    identity = downsample_runner_(identity, [&](const torch::Tensor& h) { return downsample_norm_->forward(h); });
+    identity = downsample_runner_(
+        identity, [&](const torch::Tensor& h) { return dist::sync_batch_norm(*downsample_norm_, h, *norm_group_); });
   }
   return torch::relu(out + identity);  // (B, C_out, H / stride, W / stride)
 }
@@ -103,7 +107,7 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy
     for (int64_t b = 0; b < layout.blocks[stage]; ++b) {
       const int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
       blocks->push_back(ResidualBlock(layout.bottleneck, in_planes, planes, stride, policy,
-                                      name + "." + std::to_string(b)));
+                                      name + "." + std::to_string(b), norm_group_));
       in_planes = layout.bottleneck ? planes * kExpansion : planes;
     }
     layers_.push_back(register_module(name, blocks));
@@ -127,7 +131,7 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy
 
 torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
   torch::Tensor x = conv1_->forward(config_.channels_last ? inputs.contiguous(torch::MemoryFormat::ChannelsLast) : inputs);  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
-  x = torch::relu(bn1_runner_(x, [&](const torch::Tensor& h) { return bn1_->forward(h); }));
+  x = torch::relu(bn1_runner_(x, [&](const torch::Tensor& h) { return dist::sync_batch_norm(*bn1_, h, *norm_group_); }));
   if (!config_.small_input) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);  // H/4
   for (auto& layer : layers_)
     for (auto& block : *layer) x = block->as<ResidualBlockImpl>()->forward(x);  // (B, C, H/32, W/32) at the end

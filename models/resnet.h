@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dist/process_group.h"
 #include "core/precision/policy.h"
 #include "models/model.h"
 
@@ -21,10 +22,13 @@ struct ResNetConfig {
 };
 
 // A residual block: BasicBlock (two 3x3) for depth 18/34, Bottleneck (1x1, 3x3, 1x1) for 50 and up.
+// Where a ResNet's norm layers find the group that synchronises them (shared by all its blocks; null = local).
+using NormGroup = std::shared_ptr<dist::Group*>;
+
 class ResidualBlockImpl : public torch::nn::Module {
  public:
   ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t planes, int64_t stride,
-                    const precision::ModulePolicy& policy, const std::string& prefix);
+                    const precision::ModulePolicy& policy, const std::string& prefix, NormGroup norm_group);
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::BatchNorm2d last_norm() const { return norms_.back(); }
   // MACs for an input of (C_in, height, width); updates height and width to the block's output size.
@@ -37,6 +41,7 @@ class ResidualBlockImpl : public torch::nn::Module {
   torch::nn::Conv2d downsample_conv_{nullptr};
   torch::nn::BatchNorm2d downsample_norm_{nullptr};
   precision::ModuleRunner downsample_runner_;
+  NormGroup norm_group_;
 };
 TORCH_MODULE(ResidualBlock);
 
@@ -45,9 +50,11 @@ class ResNetImpl : public ModelImpl {
   ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy);
   torch::Tensor forward(const torch::Tensor& inputs) override;
   int64_t forward_macs(const data::SampleShape& sample) const override;
+  void synchronise_batch_norm(dist::Group* group) override { *norm_group_ = group; }
 
  private:
   ResNetConfig config_;
+  NormGroup norm_group_ = std::make_shared<dist::Group*>(nullptr);
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
   std::vector<torch::nn::ModuleList> layers_;

@@ -153,6 +153,9 @@ std::vector<KeySpec> build_schema() {
            "Longest wait for the rendezvous and for any collective: a rank that died or hangs stops the others "
            "with an error after at most this long."),
       real("distributed.bucket_mb", "25", 0.01, kInf, "Gradient all-reduce bucket size (PyTorch DDP's default)."),
+      boolean("distributed.sync_batchnorm", "false",
+              "Batch norm with the global batch's statistics (all ranks), as PyTorch's SyncBatchNorm; false: "
+              "each rank normalises with its own batch (DDP's default)."),
 
       boolean("debug.check_numerics", "false",
               "Check every module's output for Inf/NaN and name the first offender (one sync per module: slow)."),

@@ -84,6 +84,7 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.train.bucket_mb = spec.get_float("distributed.bucket_mb");
   c.distributed.backend = spec.get_string("distributed.backend");
   c.distributed.timeout_sec = spec.get_float("distributed.timeout_sec");
+  c.sync_batchnorm = spec.get_bool("distributed.sync_batchnorm");
   c.progress = spec.get_string("train.progress");
   c.check_numerics = spec.get_bool("debug.check_numerics");
   c.checkpoint_keep_last = spec.get_int("checkpoint.keep_last");

@@ -34,6 +34,7 @@ struct ExperimentConfig {
   std::string device = "cpu";
   int64_t threads = 0;
   dist::GroupConfig distributed;
+  bool sync_batchnorm = false;
 };
 
 ExperimentConfig read_sections(const Spec& spec);

@@ -149,3 +149,35 @@ TEST_CASE("launcher mistakes are one-line errors: --nproc under a launcher, an u
              Catch::Contains("rank 1 of 2: no rendezvous at MASTER_ADDR:MASTER_PORT = 127.0.0.1:1 within 2 s"));
   CHECK_FALSE(std::filesystem::exists(dir + "/config.yaml"));
 }
+
+TEST_CASE("synchronised batch norm makes two ranks of B normalise exactly like one process of 2B", "[slow][cli][dist]") {
+  const std::vector<std::string> common = {"precision.mode=fp32", "train.max_steps=4", "train.log_every_steps=1",
+                                           "data.augment=false", "data.test_limit=64", "train.eval_batch_size=64"};
+  const std::string resnet = source_path("configs/resnet18_fmnist_mixed.yaml");
+  const std::string one_dir = scratch_dir("dist-bn-one"), sync_dir = scratch_dir("dist-bn-sync"),
+                    local_dir = scratch_dir("dist-bn-local");
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin() + 2, common.begin(), common.end());
+    CommandResult result = run_mpt(args);
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+  };
+  run({"train", resnet, "data.batch_size=8", "--run-dir", one_dir});
+  run({"train", resnet, "data.batch_size=4", "distributed.sync_batchnorm=true", "--nproc", "2", "--run-dir", sync_dir});
+  run({"train", resnet, "data.batch_size=4", "--nproc", "2", "--run-dir", local_dir});
+  const auto one = metric_series(one_dir, "loss"), sync = metric_series(sync_dir, "loss"),
+             local = metric_series(local_dir, "loss");
+  REQUIRE(one.size() == 4);
+  REQUIRE(sync.size() == 4);
+  REQUIRE(local.size() == 4);
+  double local_gap = 0.0;
+  for (size_t i = 0; i < one.size(); ++i) {
+    CHECK(sync[i].second == Approx(one[i].second).epsilon(1e-5));
+    local_gap = std::max(local_gap, std::abs(local[i].second - one[i].second));
+  }
+  CHECK(local_gap > 1e-3);  // per-rank statistics of 4 samples are not those of 8
+  // Running statistics (checkpointed buffers) come from the global batch too.
+  const std::string last = "/checkpoints/step-000000004.mpt";
+  CHECK(max_weight_difference(one_dir + last, sync_dir + last) < 1e-5);
+  CHECK(max_weight_difference(one_dir + last, local_dir + last) > 1e-4);
+}
