@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build git
   libtorch-dev libgloo-dev              # LibTorch 1.13 (CPU) and the c10d Gloo backend it is built with
   libopenblas0-openmp                   # FP32 GEMM; the OpenMP build shares LibTorch's thread pool
+  libtcmalloc-minimal4                  # the allocator: keeps large activation blocks instead of re-faulting them
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 zlib1g-dev
   libicu-dev                            # WordPiece: Unicode categories, lower-casing, NFD accent stripping
   libturbojpeg0-dev libpng-dev          # image folders: JPEG and PNG decoding

@@ -50,6 +50,7 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   BenchResult result;
   result.threads = hardware::configure_threads(static_cast<int>(c.threads));
   result.blas = hardware::blas_description();
+  result.allocator = hardware::allocator_description();
   const torch::Device device(c.device == "cuda" ? torch::kCUDA : torch::kCPU);
   torch::manual_seed(c.seed);
 
@@ -141,6 +142,7 @@ nlohmann::json to_json(const BenchResult& r) {
           {"device", r.device},
           {"threads", r.threads},
           {"blas", r.blas},
+          {"allocator", r.allocator},
           {"data", r.real_data ? "real" : "synthetic"},
           {"batch", r.batch},
           {"steps", r.steps},
@@ -163,8 +165,9 @@ nlohmann::json to_json(const BenchResult& r) {
 std::string render_table(const BenchResult& r) {
   const double total = r.phases_ms.total();
   auto share = [&](double ms) { return total > 0 ? 100.0 * ms / total : 0.0; };
-  std::string out = fmt::format("{} | {} ({}) | {} | batch {} | {} threads | BLAS {} | {} data\n", r.model, r.precision,
-                                r.strategy, r.device, r.batch, r.threads, r.blas, r.real_data ? "real" : "synthetic");
+  std::string out = fmt::format("{} | {} ({}) | {} | batch {} | {} threads | BLAS {} | {} | {} data\n", r.model,
+                                r.precision, r.strategy, r.device, r.batch, r.threads, r.blas, r.allocator,
+                                r.real_data ? "real" : "synthetic");
   out += fmt::format("  samples/s       {:.1f}\n", r.samples_per_sec);
   out += fmt::format("  step            median {:.2f} ms, p90 {:.2f} ms ({} timed steps)\n", r.median_step_ms,
                      r.p90_step_ms, r.steps);

@@ -20,7 +20,7 @@ struct BenchOptions {
 };
 
 struct BenchResult {
-  std::string model, precision, strategy, device, blas;
+  std::string model, precision, strategy, device, blas, allocator;
   int threads = 1;
   bool real_data = false;
   int64_t batch = 0;

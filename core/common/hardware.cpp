@@ -65,6 +65,14 @@ std::string blas_description() {
   return "unknown";
 }
 
+std::string allocator_description() {
+  void* tcmalloc = dlsym(RTLD_DEFAULT, "tc_malloc");
+  if (!tcmalloc) return "glibc malloc";
+  Dl_info library{};
+  if (dladdr(tcmalloc, &library) && library.dli_fname) return "tcmalloc (" + std::string(library.dli_fname) + ")";
+  return "tcmalloc";
+}
+
 int64_t peak_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

@@ -23,6 +23,10 @@ void tune_host_allocator();
 // "OpenBLAS 0.3.21 ... (Haswell)", "reference BLAS", or "unknown".
 std::string blas_description();
 
+// The malloc in use: "tcmalloc (PATH)" when it replaced glibc's (the build links it when installed), else
+// "glibc malloc".
+std::string allocator_description();
+
 int64_t peak_rss_bytes();
 
 std::string cpu_model();           // /proc/cpuinfo "model name"

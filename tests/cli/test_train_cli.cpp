@@ -197,6 +197,7 @@ TEST_CASE("mpt doctor reports the environment and what mixed resolves to", "[fas
   CHECK_THAT(doctor.output, Catch::Contains("LibTorch") && Catch::Contains("BLAS") &&
                                 Catch::Contains("precision.mode: mixed") && Catch::Contains("ok: mpt can train here"));
   CHECK_THAT(doctor.output, Catch::Contains("USE_OPENMP"));  // the build prefers the OpenMP OpenBLAS
+  CHECK_THAT(doctor.output, Catch::Contains("tcmalloc"));    // and links tcmalloc (setup installs it)
 }
 
 TEST_CASE("mpt inspect reports parameters per module and FLOPs", "[fast][cli]") {
