@@ -6,6 +6,7 @@
 
 #include "core/common/error.h"
 #include "core/precision/autocast.h"
+#include "models/dropout.h"
 
 namespace mpt::models {
 namespace {
@@ -19,7 +20,7 @@ torch::nn::LayerNorm layer_norm(const BertConfig& config) {
 }
 
 torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
-  return p > 0 ? torch::dropout(x, p, training) : x;
+  return p > 0 ? models::dropout(x, p, training) : x;
 }
 
 // A LayerNorm through its runner: in FP32 when the policy keeps it there (the default), otherwise in the input's

@@ -1,6 +1,8 @@
 // MLP forward. B = batch, D = input features, H = hidden width, K = classes.
 #include "models/mlp.h"
 
+#include "models/dropout.h"
+
 namespace mpt::models {
 
 MlpImpl::MlpImpl(const MlpConfig& config, const precision::ModulePolicy& policy) : config_(config) {
@@ -27,7 +29,7 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& inputs) {
     auto layer = hidden_->ptr<torch::nn::LinearImpl>(i);
     x = hidden_runners_[i](x, [&](const torch::Tensor& h) { return layer->forward(h); });
     x = activate(x);  // (B, H)
-    if (config_.dropout > 0) x = torch::dropout(x, config_.dropout, is_training());
+    if (config_.dropout > 0) x = models::dropout(x, config_.dropout, is_training());
   }
   return head_runner_(x, [&](const torch::Tensor& h) { return head_->forward(h); });  // (B, K)
 }

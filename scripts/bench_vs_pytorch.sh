@@ -6,27 +6,31 @@
 #   scripts/bench_vs_pytorch.sh [ROUNDS]        # default 3 rounds per case
 #
 # Both use 2 threads, the OpenMP OpenBLAS (PyTorch through LD_LIBRARY_PATH, mpt through its RPATH) and the same
-# glibc malloc settings (mpt sets them itself; PyTorch gets them through MALLOC_*_ environment variables;
-# without them its steps were 3-5x slower from page faults), so the ratio compares the training loops, not the
-# BLAS builds or allocator luck. Needs: apt install python3-torch python3-torchvision.
+# allocator, tcmalloc (mpt links it; PyTorch gets it through LD_PRELOAD; under glibc malloc PyTorch's steps were
+# 3-5x slower from page faults), so the ratio compares the training loops, not the BLAS builds or allocators.
+# The BERT-base reference is scripts/pytorch_reference.py's own BertMlm (Debian has no transformers package):
+# the same 109,514,298 parameters and logits only at masked positions.
+# Needs: apt install python3-torch python3-torchvision libtcmalloc-minimal4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 mpt=./build/mpt
 openblas=/usr/lib/x86_64-linux-gnu/openblas-openmp
+tcmalloc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 run_case() {  # name steps mpt-spec "mpt overrides" "python args"
-  local name=$1 steps=$2 spec=$3 overrides=$4 pyargs=$5 m=() p=()
+  local name=$1 steps=$2 spec=$3 overrides=$4 pyargs=$5 m=() p=() warmup=10
+  ((steps >= 10)) || warmup=2  # the big models: a couple of steps warm the allocator and oneDNN's caches
   for ((r = 0; r < rounds; r++)); do
     # shellcheck disable=SC2086
-    m+=("$($mpt bench "$spec" $overrides device.threads=2 --steps "$steps" --warmup 10 --no-peak --json |
+    m+=("$($mpt bench "$spec" $overrides device.threads=2 --steps "$steps" --warmup "$warmup" --no-peak --json |
            python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
     # shellcheck disable=SC2086
-    p+=("$(LD_LIBRARY_PATH=$openblas OMP_NUM_THREADS=2 MALLOC_MMAP_THRESHOLD_=33554432 \
-           MALLOC_TRIM_THRESHOLD_=536870912 /usr/bin/python3 scripts/pytorch_reference.py $pyargs \
-           --threads 2 --steps "$steps" --warmup 10 | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
+    p+=("$(LD_LIBRARY_PATH=$openblas OMP_NUM_THREADS=2 LD_PRELOAD=$tcmalloc \
+           /usr/bin/python3 scripts/pytorch_reference.py $pyargs \
+           --threads 2 --steps "$steps" --warmup "$warmup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
   done
   local mm pm
   mm=$(printf '%s\n' "${m[@]}" | median)
@@ -44,3 +48,7 @@ run_case "resnet50 fp32 b16 64px" 6 configs/mlp_fmnist_fp32.yaml \
 run_case "resnet50 bf16 b16 64px" 6 configs/mlp_fmnist_mixed.yaml \
   "model.name=resnet50 data.channels=3 data.image_size=64 data.batch_size=16 precision.fp32_modules=[fc]" \
   "--model resnet50 --precision bf16 --batch 16 --channels 3 --size 64"
+run_case "bert-base fp32 b8 seq128" 3 configs/bert_base_mlm_fp32.yaml \
+  "data.batch_size=8 data.vocab=data/bert-base-uncased/vocab.txt" "--model bert-base --precision fp32 --batch 8"
+run_case "bert-base bf16 b8 seq128" 3 configs/bert_base_mlm.yaml \
+  "data.batch_size=8 data.vocab=data/bert-base-uncased/vocab.txt" "--model bert-base --precision bf16 --batch 8"

@@ -1,17 +1,27 @@
 #!/usr/bin/env python3
-"""The training step a user would otherwise write: PyTorch eager on Debian's python3-torch (1.13), the same
-model, batch, optimizer and precision as `mpt bench`, on synthetic batches of the same shape.
+"""The training step a user would otherwise write: PyTorch eager, the same model, batch, optimizer and precision
+as `mpt bench`, on synthetic batches of the same shape. On this machine it runs on Debian's python3-torch 1.13
+(CPU); scripts/device_check.sh runs it on a GPU machine's PyTorch 2.x (CUDA).
 
-Prints one JSON line: samples/s and step times. Used by scripts/bench_vs_pytorch.sh; a benchmark, not a test.
+Prints one JSON line: samples/s and step times. Used by scripts/bench_vs_pytorch.sh and scripts/device_check.sh;
+a benchmark, not a test.
 """
 import argparse
 import json
+import math
 import statistics
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+DEVICE = "cpu"
+
+
+def fp32(x):
+    """Leave autocast for an FP32 island, as mpt's precision.fp32_modules do."""
+    return torch.autocast(DEVICE, enabled=False)
 
 
 class Mlp(nn.Module):
@@ -27,7 +37,7 @@ class Mlp(nn.Module):
         x = x.flatten(1)
         for layer in self.hidden:
             x = F.relu(layer(x))
-        with torch.autocast("cpu", enabled=False):
+        with fp32(x):
             return self.head(x.float())
 
 
@@ -39,13 +49,64 @@ class Fp32(nn.Module):
         self.module = module
 
     def forward(self, x):
-        with torch.autocast("cpu", enabled=False):
+        with fp32(x):
             return self.module(x.float())
+
+
+class BertLayer(nn.Module):
+    """A post-LN BERT encoder layer as mpt's (and Hugging Face's): FP32 softmax and LayerNorms."""
+
+    def __init__(self, hidden, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+        self.norm1 = Fp32(nn.LayerNorm(hidden, eps=1e-12))
+        self.ffn_in = nn.Linear(hidden, ffn)
+        self.ffn_out = nn.Linear(ffn, hidden)
+        self.norm2 = Fp32(nn.LayerNorm(hidden, eps=1e-12))
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(h // self.heads)
+        with fp32(scores):
+            probs = scores.float().softmax(-1)
+        context = (probs.to(v.dtype) @ v).transpose(1, 2).reshape(b, s, h)
+        x = self.norm1(x + self.out(context))
+        return self.norm2(x + self.ffn_out(F.gelu(self.ffn_in(x))))
+
+
+class BertMlm(nn.Module):
+    """BERT masked-LM pre-training, logits only at masked positions (decoder tied to the word embeddings)."""
+
+    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, ffn=3072, positions=512):
+        super().__init__()
+        self.words = nn.Embedding(vocab, hidden)
+        self.positions = nn.Embedding(positions, hidden)
+        self.types = nn.Embedding(2, hidden)
+        self.norm = Fp32(nn.LayerNorm(hidden, eps=1e-12))
+        self.layers = nn.ModuleList(BertLayer(hidden, heads, ffn) for _ in range(layers))
+        self.transform = nn.Linear(hidden, hidden)
+        self.transform_norm = Fp32(nn.LayerNorm(hidden, eps=1e-12))
+        self.decoder_bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, ids, masked):
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        x = self.norm(self.words(ids) + self.positions(positions) + self.types(torch.zeros_like(ids)))
+        for layer in self.layers:
+            x = layer(x)
+        h = x[masked]  # (M, hidden): the masked positions only
+        h = self.transform_norm(F.gelu(self.transform(h)))
+        with fp32(h):
+            return F.linear(h.float(), self.words.weight, self.decoder_bias)
 
 
 def build(args):
     if args.model == "mlp":
         return Mlp(args.channels * args.size * args.size, args.hidden, 10), (args.channels, args.size, args.size)
+    if args.model == "bert-base":
+        return BertMlm(), None
     import torchvision
 
     model = getattr(torchvision.models, args.model)(num_classes=10)
@@ -56,37 +117,72 @@ def build(args):
     return model, (args.channels, args.size, args.size)
 
 
+def make_batches(args, shape):
+    generator = torch.Generator().manual_seed(0)
+    batches = []
+    for _ in range(8):
+        if shape is None:  # token ids; 15% of positions predicted
+            ids = torch.randint(1000, 30522, (args.batch, args.seq_len), generator=generator)
+            masked = torch.rand(args.batch, args.seq_len, generator=generator) < 0.15
+            batches.append((ids, masked, ids[masked]))
+        else:
+            images = torch.randint(0, 256, (args.batch,) + shape, dtype=torch.uint8, generator=generator)
+            batches.append((images, None, torch.randint(0, 10, (args.batch,), generator=generator)))
+    return batches
+
+
 def main():
+    global DEVICE
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="mlp")
+    parser.add_argument("--model", default="mlp", help="mlp, a torchvision resnet name, or bert-base")
     parser.add_argument("--hidden", type=int, nargs="*", default=[512])
-    parser.add_argument("--precision", choices=["fp32", "bf16"], default="bf16")
+    parser.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16"], default="bf16")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--channels", type=int, default=1)
+    parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--small-input", action="store_true")
+    parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--loss-scale", type=float, default=32768.0, help="dynamic scaling as mpt's mixed spec")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
+    DEVICE = args.device
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    cuda = DEVICE == "cuda"
+    if cuda:
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     model, shape = build(args)
+    model = model.to(DEVICE)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    batches = [(torch.randint(0, 256, (args.batch,) + shape, dtype=torch.uint8),
-                torch.randint(0, 10, (args.batch,))) for _ in range(8)]
-    mixed = args.precision == "bf16"
+    batches = make_batches(args, shape)
+    if cuda:
+        batches = [tuple(t.pin_memory() if t is not None else None for t in b) for b in batches]
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+    mixed = dtype is not None
     params = [p for p in model.parameters()]
 
     def step(i):
-        images, labels = batches[i % len(batches)]
-        x = images.float().div_(255).sub_(0.5).div_(0.29)
+        inputs, masked, targets = batches[i % len(batches)]
+        inputs = inputs.to(DEVICE, non_blocking=True)
+        targets = targets.to(DEVICE, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
-            logits = model(x)
-        loss = F.cross_entropy(logits.float(), labels)
+        with torch.autocast(DEVICE, dtype=dtype or torch.bfloat16, enabled=mixed):
+            if masked is not None:
+                logits = model(inputs, masked.to(DEVICE, non_blocking=True))
+            else:
+                x = inputs.float().div_(255).sub_(0.5).div_(0.29)
+                if args.channels_last:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                logits = model(x)
+        loss = F.cross_entropy(logits.float(), targets)
         if mixed:  # scaled backward, unscale, one overflow check, skip on Inf/NaN (GradScaler is CUDA-only in 1.13)
             (loss * args.loss_scale).backward()
             grads = [p.grad for p in params if p.grad is not None]
@@ -97,17 +193,23 @@ def main():
             loss.backward()
         optimizer.step()
 
+    def synchronize():
+        if cuda:
+            torch.cuda.synchronize()
+
     for i in range(args.warmup):
         step(i)
+    synchronize()
     times = []
     for i in range(args.steps):
         start = time.perf_counter()
         step(i)
+        synchronize()
         times.append(time.perf_counter() - start)
     total = sum(times)
     print(json.dumps({"framework": "pytorch-eager " + torch.__version__, "model": args.model,
-                      "precision": args.precision, "batch": args.batch, "threads": torch.get_num_threads(),
-                      "samples_per_sec": args.steps * args.batch / total,
+                      "precision": args.precision, "device": DEVICE, "batch": args.batch,
+                      "threads": torch.get_num_threads(), "samples_per_sec": args.steps * args.batch / total,
                       "median_step_ms": 1000 * statistics.median(times)}))
 
 
