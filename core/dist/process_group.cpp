@@ -1,11 +1,13 @@
 // c10d wiring (see process_group.h). c10d reports a dead peer as a c10::Error from wait() ("Connection closed
 // by peer", "Timed out waiting ..."); each is turned into one mpt::Error saying which collective failed.
-#define USE_C10D_GLOO 1
 #include "core/dist/process_group.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef MPT_WITH_GLOO
+#define USE_C10D_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #ifdef MPT_WITH_NCCL
 #define USE_C10D_NCCL 1
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -14,12 +16,13 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
+#include "core/precision/compat.h"
 
 namespace mpt::dist {
 
 struct Group::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<compat::CollectiveBackend> group;
   std::chrono::milliseconds timeout{0};
   int rank = 0;
 };
@@ -96,12 +99,16 @@ Group Group::join(const LaunchInfo& launch, const GroupConfig& config) {
   auto store = c10::make_intrusive<c10d::PrefixStore>("mpt/" + config.backend, impl.store);
   try {
     if (config.backend == "gloo") {
+#ifdef MPT_WITH_GLOO
       auto options = c10d::ProcessGroupGloo::Options::create(impl.timeout);
       options->devices.push_back(launch.master_addr == "127.0.0.1" || launch.master_addr == "localhost"
                                      ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                      : c10d::ProcessGroupGloo::createDefaultDevice());
       options->threads = 2;
       impl.group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, launch.rank, launch.world_size, options);
+#else
+      throw UsageError("distributed.backend = gloo: this LibTorch ships no Gloo headers (Debian: libgloo-dev)");
+#endif
     } else {
 #ifdef MPT_WITH_NCCL
       auto options = c10d::ProcessGroupNCCL::Options::create();

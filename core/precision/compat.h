@@ -1,5 +1,6 @@
 // The one place where LibTorch 1.13 (Debian, CPU) and 2.x (CUDA builds) differ for mpt:
-// the autocast switches and where the fused _amp_* kernels exist. Everything else is version-neutral.
+// the autocast switches, where the fused _amp_* kernels exist, and which c10d class a backend (Gloo, NCCL) is.
+// Everything else is version-neutral.
 #pragma once
 
 #include <ATen/autocast_mode.h>
@@ -9,7 +10,20 @@
 #define MPT_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
+namespace c10d {
+class Backend;
+class ProcessGroup;
+}  // namespace c10d
+
 namespace mpt::compat {
+
+// 2.0 split c10d's ProcessGroup into a front and per-device Backends; ProcessGroupGloo and ProcessGroupNCCL are
+// Backends there (same collective signatures) and ProcessGroups in 1.13.
+#if MPT_TORCH_AT_LEAST(2, 0)
+using CollectiveBackend = c10d::Backend;
+#else
+using CollectiveBackend = c10d::ProcessGroup;
+#endif
 
 // 2.4 replaced the per-backend functions with device-type arguments (the old ones warn, then go away).
 inline void set_autocast(torch::DeviceType device, bool enabled, torch::ScalarType dtype) {
