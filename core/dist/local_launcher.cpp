@@ -25,8 +25,12 @@ namespace mpt::dist {
 namespace {
 
 volatile std::sig_atomic_t g_forward_signal = 0;
+volatile std::sig_atomic_t g_signals = 0;
 
-void remember_signal(int signal) { g_forward_signal = signal; }
+void remember_signal(int signal) {
+  g_forward_signal = signal;
+  g_signals = g_signals + 1;
+}
 
 // A port the kernel considers free right now. Another process could take it before rank 0 binds it; the
 // window is milliseconds, and rank 0 then fails with a clear rendezvous error rather than hanging.
@@ -86,6 +90,7 @@ int launch_local_workers(int nproc, const std::vector<std::string>& args) {
   }
 
   g_forward_signal = 0;
+  g_signals = 0;
   auto previous_int = std::signal(SIGINT, remember_signal);
   auto previous_term = std::signal(SIGTERM, remember_signal);
   std::vector<pid_t> pids(static_cast<size_t>(nproc), -1);
@@ -97,6 +102,9 @@ int launch_local_workers(int nproc, const std::vector<std::string>& args) {
       throw Error(fmt::format("--nproc: cannot start rank {}: {}", rank, std::strerror(errno)));
     }
     if (pid == 0) {
+      // Its own process group: a terminal's Ctrl-C reaches only the launcher, which forwards it once. Were the
+      // ranks in the terminal's group, the forwarded copy would be their second SIGINT, which stops at once.
+      ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a launcher killed outright takes its ranks with it
       ::execve(argv[0], argv.data(), envps[static_cast<size_t>(rank)].data());
       ::_exit(127);
@@ -105,7 +113,7 @@ int launch_local_workers(int nproc, const std::vector<std::string>& args) {
   }
 
   // Wait for all; the first failure stops the rest (SIGTERM: they checkpoint-or-exit; SIGKILL after a grace).
-  constexpr double kGraceSec = 30.0;
+  constexpr double kGraceSec = 60.0;  // for the survivors' checkpoint and exit
   int running = nproc, first_failure = 0;
   bool forwarded = false;
   std::chrono::steady_clock::time_point stopping_since{};
@@ -120,12 +128,13 @@ int launch_local_workers(int nproc, const std::vector<std::string>& args) {
       --running;
       if (exit_code_of(status) != 0 && first_failure == 0) {
         first_failure = exit_code_of(status);
-        if (!g_forward_signal)
+        if (!forwarded) {  // a failure, not a requested stop (whose ranks are still saving their checkpoint)
           fmt::print(stderr, "mpt --nproc {}: rank {} {}; stopping the other ranks\n", nproc, rank,
                      describe_status(status));
-        for (pid_t other : pids)
-          if (other > 0) ::kill(other, SIGTERM);
-        stopping_since = std::chrono::steady_clock::now();
+          for (pid_t other : pids)
+            if (other > 0) ::kill(other, SIGTERM);
+          stopping_since = std::chrono::steady_clock::now();
+        }
       }
       continue;
     }
@@ -134,8 +143,12 @@ int launch_local_workers(int nproc, const std::vector<std::string>& args) {
       for (pid_t pid : pids)
         if (pid > 0) ::kill(pid, g_forward_signal);
       forwarded = true;
+      stopping_since = std::chrono::steady_clock::now();
     }
-    if (first_failure != 0 &&
+    if (g_signals >= 2)  // a second Ctrl-C: stop now, as it does for a single process
+      for (pid_t pid : pids)
+        if (pid > 0) ::kill(pid, SIGKILL);
+    if ((first_failure != 0 || forwarded) &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping_since).count() > kGraceSec)
       for (pid_t pid : pids)
         if (pid > 0) ::kill(pid, SIGKILL);

@@ -1,9 +1,12 @@
 // Data-parallel training end to end: `mpt train --nproc 2` over Gloo on loopback, on real Fashion-MNIST.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "core/io/checkpoint.h"
 #include "tests/support/helpers.h"
@@ -180,4 +183,25 @@ TEST_CASE("synchronised batch norm makes two ranks of B normalise exactly like o
   const std::string last = "/checkpoints/step-000000004.mpt";
   CHECK(max_weight_difference(one_dir + last, sync_dir + last) < 1e-5);
   CHECK(max_weight_difference(one_dir + last, local_dir + last) > 1e-4);
+}
+
+TEST_CASE("Ctrl-C on --nproc stops every rank after the same step, with one checkpoint to resume", "[slow][cli][dist]") {
+  const std::string dir = scratch_dir("dist-interrupt");
+  const std::vector<std::string> args = {"train", kMixed, "train.max_steps=100000", "train.log_every_steps=1",
+                                         "data.test_limit=500", "--nproc", "2", "--run-dir", dir};
+  const int pid = start_mpt(args, dir + ".log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!std::filesystem::exists(dir + "/metrics.jsonl") || read_jsonl(dir + "/metrics.jsonl").size() < 20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(pid, SIGINT);  // the launcher only, as a terminal's Ctrl-C reaches it
+  const int code = wait_mpt(pid);
+  INFO(read_file_text(dir + ".log"));
+  CHECK(code == 1);  // interrupted, not killed
+  const nlohmann::json summary = read_json(dir + "/summary.json");
+  CHECK(summary["status"] == "interrupted");
+  CHECK(summary["distributed"]["ranks_agree"] == true);  // both stopped after the same step
+  const int64_t steps = summary["steps"].get<int64_t>();
+  CHECK(std::filesystem::exists(dir + "/checkpoints/step-" + std::string(9 - std::to_string(steps).size(), '0') +
+                                std::to_string(steps) + ".mpt"));
 }
