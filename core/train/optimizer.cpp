@@ -2,6 +2,7 @@
 #include "core/train/optimizer.h"
 
 #include "core/common/error.h"
+#include "core/train/fused_adam.h"
 
 namespace mpt::train {
 
@@ -21,14 +22,14 @@ std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimizerConfig& 
                        .betas({config.beta1, config.beta2})
                        .eps(config.eps)
                        .weight_decay(config.weight_decay);
-    return std::make_unique<torch::optim::Adam>(parameters, options);
+    return std::make_unique<FusedAdam>(parameters, options);
   }
   if (config.name == "adamw") {
     auto options = torch::optim::AdamWOptions(config.lr)
                        .betas({config.beta1, config.beta2})
                        .eps(config.eps)
                        .weight_decay(config.weight_decay);
-    return std::make_unique<torch::optim::AdamW>(parameters, options);
+    return std::make_unique<FusedAdamW>(parameters, options);
   }
   throw UsageError("optimizer.name: unknown optimizer '" + config.name + "'; expected sgd, adam or adamw");
 }
