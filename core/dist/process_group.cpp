@@ -130,6 +130,20 @@ Group Group::join(const LaunchInfo& launch, const GroupConfig& config) {
   return group;
 }
 
+namespace {
+
+// Starts a collective; c10d throws at the start when the peer's socket is already gone.
+template <typename Start>
+c10::intrusive_ptr<c10d::Work> start(const std::string& what, int rank, Start&& collective) {
+  try {
+    return collective();
+  } catch (const c10::Error& e) {
+    fail(what, rank, e.what_without_backtrace());
+  }
+}
+
+}  // namespace
+
 PendingReduce Group::all_reduce_async(std::vector<torch::Tensor> tensors, const std::string& what) {
   if (!distributed()) return {};
   MPT_CHECK(tensors.size() == 1, "all_reduce_async takes one tensor (c10d reads a list as one per device)");
@@ -137,13 +151,9 @@ PendingReduce Group::all_reduce_async(std::vector<torch::Tensor> tensors, const 
   pending->timeout = impl_->timeout;
   pending->what = what;
   pending->rank = rank_;
-  try {
-    c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
-    pending->work = impl_->group->allreduce(tensors, options);
-  } catch (const c10::Error& e) {
-    fail(what, rank_, e.what_without_backtrace());
-  }
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  pending->work = start(what, rank_, [&] { return impl_->group->allreduce(tensors, options); });
   return PendingReduce(pending);
 }
 
@@ -167,13 +177,7 @@ void Group::all_reduce_max(torch::Tensor tensor, const std::string& what) {
   std::vector<torch::Tensor> tensors{std::move(tensor)};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
-  c10::intrusive_ptr<c10d::Work> work;
-  try {
-    work = impl_->group->allreduce(tensors, options);
-  } catch (const c10::Error& e) {
-    fail(what, rank_, e.what_without_backtrace());
-  }
-  wait_for(*work, impl_->timeout, what, rank_);
+  wait_for(*start(what, rank_, [&] { return impl_->group->allreduce(tensors, options); }), impl_->timeout, what, rank_);
 }
 
 void Group::broadcast(std::vector<torch::Tensor> tensors, const std::string& what) {
@@ -181,25 +185,15 @@ void Group::broadcast(std::vector<torch::Tensor> tensors, const std::string& wha
   torch::NoGradGuard no_grad;
   for (auto& tensor : tensors) {
     std::vector<torch::Tensor> one{tensor.detach()};
-    c10::intrusive_ptr<c10d::Work> work;
-    try {
-      work = impl_->group->broadcast(one, c10d::BroadcastOptions{});
-    } catch (const c10::Error& e) {
-      fail(what, rank_, e.what_without_backtrace());
-    }
-    wait_for(*work, impl_->timeout, what, rank_);
+    wait_for(*start(what, rank_, [&] { return impl_->group->broadcast(one, c10d::BroadcastOptions{}); }),
+             impl_->timeout, what, rank_);
   }
 }
 
 void Group::barrier(const std::string& what) {
   if (!distributed()) return;
-  c10::intrusive_ptr<c10d::Work> work;
-  try {
-    work = impl_->group->barrier(c10d::BarrierOptions{});
-  } catch (const c10::Error& e) {
-    fail(what, rank_, e.what_without_backtrace());
-  }
-  wait_for(*work, impl_->timeout, what, rank_);
+  wait_for(*start(what, rank_, [&] { return impl_->group->barrier(c10d::BarrierOptions{}); }), impl_->timeout, what,
+           rank_);
 }
 
 }  // namespace mpt::dist

@@ -324,6 +324,7 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
   if (!result_.eval && result_.status == "completed") evaluate_now();  // resumed a finished run: still report
   if (result_.status == "interrupted" && state_.step > 0) save_checkpoint();
   if (!epoch_closed_ && epoch_samples_ > 0) {  // no epoch completed: report the partial one
+    sum_across_ranks({epoch_loss_, epoch_correct_}, epoch_predictions_, epoch_samples_);
     result_.train_loss = epoch_loss_.item<double>() / epoch_predictions_;
     result_.train_accuracy = epoch_correct_.item<double>() / epoch_predictions_;
   }
