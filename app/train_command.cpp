@@ -4,7 +4,6 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include "app/commands.h"
 #include "core/common/error.h"
@@ -79,10 +78,7 @@ int run_train(const TrainOptions& options) {
                  group.backend(), launch->master_addr, launch->master_port);
 
   // Ranks on one machine share its cores unless device.threads says otherwise.
-  const int local_ranks = launch ? launch->local_world_size : 1;
-  const int threads = hardware::configure_threads(
-      c.threads > 0 ? static_cast<int>(c.threads)
-                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks));
+  const int threads = hardware::configure_threads(static_cast<int>(c.threads), launch ? launch->local_world_size : 1);
   const torch::Device device = c.device == "cuda" ? torch::Device(torch::kCUDA, launch ? launch->local_rank : 0)
                                                   : torch::Device(torch::kCPU);
   const std::string blas = hardware::blas_description();

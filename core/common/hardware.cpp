@@ -40,8 +40,9 @@ int cuda_compute_capability() {
 #endif
 }
 
-int configure_threads(int requested) {
-  int threads = requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+int configure_threads(int requested, int processes_sharing) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = requested > 0 ? requested : std::max(1, cores / std::max(1, processes_sharing));
   torch::set_num_threads(threads);
   using SetThreads = void (*)(int);
   if (auto set_blas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))

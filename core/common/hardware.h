@@ -11,8 +11,9 @@ bool cpu_has_native_bf16();     // AVX512-BF16 or AMX-BF16: oneDNN runs BF16 GEM
 bool cuda_available();
 int cuda_compute_capability();  // major*10+minor of device 0; 0 without CUDA
 
-// Sets LibTorch's intra-op threads and, when OpenBLAS is loaded, its thread count; 0 means all cores.
-int configure_threads(int requested);
+// Sets LibTorch's intra-op threads and, when OpenBLAS is loaded, its thread count; 0 means all cores, divided
+// among `processes_sharing` processes on this machine (the local ranks of a data-parallel job).
+int configure_threads(int requested, int processes_sharing = 1);
 
 // Keeps glibc malloc from returning training-step-sized blocks to the OS. Its default dynamic mmap threshold
 // starts at 128 KiB, so until some large block happens to be freed, every gradient and optimizer temporary of a
