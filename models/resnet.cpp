@@ -41,6 +41,17 @@ torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) 
       torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
+// Batch norm on the conv's output, whatever its dtype. Under mixed precision (unless the policy makes the norm an
+// FP32 island) that output is BF16/FP16, and the layer's weights and running statistics stay FP32: LibTorch's CPU
+// kernel and cuDNN then compute the statistics and the normalisation in FP32 and round only the result, as
+// PyTorch AMP's batch norm does (tested bit-equal to FP32 batch norm rounded to BF16). This saves casting every
+// activation to FP32 and back: ResNet-50 BF16 at 224 px, b16, 1,157 -> 928 ms per step. LibTorch 1.13's CPU
+// inference kernel does round in between (2 ulp off), so evaluation normalises an FP32 copy.
+torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x, dist::Group* group) {
+  const bool low_precision_eval = !norm.is_training() && x.scalar_type() != norm.weight.scalar_type();
+  return dist::sync_batch_norm(norm, low_precision_eval ? x.to(norm.weight.scalar_type()) : x, group);
+}
+
 }  // namespace
 
 ResidualBlockImpl::ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t planes, int64_t stride,
@@ -74,14 +85,14 @@ torch::Tensor ResidualBlockImpl::forward(const torch::Tensor& x) {
   torch::Tensor out = x;  // (B, C_in, H, W)
   for (size_t i = 0; i < convs_.size(); ++i) {
     out = convs_[i]->forward(out);
-    out = norm_runners_[i](out, [&](const torch::Tensor& h) { return dist::sync_batch_norm(*norms_[i], h, *norm_group_); });
+    out = norm_runners_[i](out, [&](const torch::Tensor& h) { return batch_norm(*norms_[i], h, *norm_group_); });
     if (i + 1 < convs_.size()) out = torch::relu(out);
   }
   torch::Tensor identity = x;
   if (downsample_conv_) {
     identity = downsample_conv_->forward(x);
     identity = downsample_runner_(
-        identity, [&](const torch::Tensor& h) { return dist::sync_batch_norm(*downsample_norm_, h, *norm_group_); });
+        identity, [&](const torch::Tensor& h) { return batch_norm(*downsample_norm_, h, *norm_group_); });
   }
   return torch::relu(out + identity);  // (B, C_out, H / stride, W / stride)
 }
@@ -131,7 +142,7 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy
 
 torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
   torch::Tensor x = conv1_->forward(config_.channels_last ? inputs.contiguous(torch::MemoryFormat::ChannelsLast) : inputs);  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
-  x = torch::relu(bn1_runner_(x, [&](const torch::Tensor& h) { return dist::sync_batch_norm(*bn1_, h, *norm_group_); }));
+  x = torch::relu(bn1_runner_(x, [&](const torch::Tensor& h) { return batch_norm(*bn1_, h, *norm_group_); }));
   if (!config_.small_input) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);  // H/4
   for (auto& layer : layers_)
     for (auto& block : *layer) x = block->as<ResidualBlockImpl>()->forward(x);  // (B, C, H/32, W/32) at the end

@@ -46,7 +46,7 @@ run_case "resnet50 fp32 b16 64px" 6 configs/mlp_fmnist_fp32.yaml \
   "model.name=resnet50 data.channels=3 data.image_size=64 data.batch_size=16" \
   "--model resnet50 --precision fp32 --batch 16 --channels 3 --size 64"
 run_case "resnet50 bf16 b16 64px" 6 configs/mlp_fmnist_mixed.yaml \
-  "model.name=resnet50 data.channels=3 data.image_size=64 data.batch_size=16 precision.fp32_modules=[fc]" \
+  "model.name=resnet50 data.channels=3 data.image_size=64 data.batch_size=16" \
   "--model resnet50 --precision bf16 --batch 16 --channels 3 --size 64"
 run_case "bert-base fp32 b8 seq128" 3 configs/bert_base_mlm_fp32.yaml \
   "data.batch_size=8 data.vocab=data/bert-base-uncased/vocab.txt" "--model bert-base --precision fp32 --batch 8"

@@ -92,9 +92,11 @@ std::vector<KeySpec> build_schema() {
              "autocast: FP32 weights cast per op (PyTorch AMP, Apex O1); master_weights: BF16/FP16 weights in the "
              "model, FP32 masters in the optimizer (Apex O2)."),
       list("precision.fp32_modules", KeyType::kStringList,
-           "[head, fc, '*bn*', '*downsample.1', '*LayerNorm', cls.predictions, classifier]", 0,
-           "Module name patterns kept in FP32 under autocast ('*' matches any run of characters): by default the "
-           "output layers (MLP head, ResNet fc, BERT's heads) and the norms."),
+           "[head, fc, '*LayerNorm', cls.predictions, classifier]", 0,
+           "Module name patterns run as FP32 islands under autocast, FP32 activations in and out ('*' matches any "
+           "run of characters): by default the output layers (MLP head, ResNet fc, BERT's heads) and BERT's "
+           "LayerNorms. Batch norms keep FP32 weights and statistics and compute in FP32 on BF16/FP16 activations "
+           "without being listed; add '*bn*' and '*downsample.1' to give them FP32 activations too."),
       boolean("precision.tf32", "false", "CUDA FP32 runs: allow TF32 Tensor Core math in matmul and cuDNN."),
       choice("precision.loss_scale.mode", "auto", {"auto", "dynamic", "static", "none"},
              "auto: dynamic for fp16, none otherwise. Non-finite gradients always skip the step."),

@@ -1,15 +1,34 @@
 // FP32 master weights: grads flow model (low precision) -> masters (FP32); values flow masters -> model.
 #include "core/precision/master_weights.h"
 
+#include <set>
+
 namespace mpt::precision {
+namespace {
+
+// Norm layers keep FP32 weights in every strategy, as their statistics are FP32: batch norm's kernels take
+// BF16/FP16 activations with FP32 parameters and compute in FP32 (see models/resnet.cpp).
+std::set<std::string> norm_modules(torch::nn::Module& model) {
+  std::set<std::string> names;
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    const auto& m = item.value();
+    if (m->as<torch::nn::BatchNorm1d>() || m->as<torch::nn::BatchNorm2d>() || m->as<torch::nn::LayerNorm>() ||
+        m->as<torch::nn::GroupNorm>())
+      names.insert(item.key());
+  }
+  return names;
+}
+
+}  // namespace
 
 MasterWeights::MasterWeights(torch::nn::Module& model, const ModulePolicy& policy, torch::ScalarType dtype) {
   torch::NoGradGuard no_grad;
+  const std::set<std::string> norms = norm_modules(model);
   for (auto& item : model.named_parameters()) {
     const std::string& name = item.key();
     torch::Tensor& param = item.value();
     const std::string module = name.substr(0, name.rfind('.'));  // "hidden.0.weight" -> "hidden.0"
-    if (policy.keeps_fp32(module)) {
+    if (policy.keeps_fp32(module) || norms.count(module)) {
       pairs_.push_back({param, param, true});
       masters_.insert(name, param);
       continue;

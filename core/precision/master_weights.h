@@ -16,8 +16,8 @@ using NamedTensors = torch::OrderedDict<std::string, torch::Tensor>;
 
 class MasterWeights {
  public:
-  // Casts every parameter of `model` outside the policy's FP32 islands to `dtype` in place, keeping an FP32
-  // master copy of each; island parameters are their own masters.
+  // Casts every parameter of `model` outside the policy's FP32 islands and its norm layers to `dtype` in place,
+  // keeping an FP32 master copy of each; FP32 parameters are their own masters.
   MasterWeights(torch::nn::Module& model, const ModulePolicy& policy, torch::ScalarType dtype);
 
   const NamedTensors& masters() const { return masters_; }  // FP32, named like the model's parameters

@@ -67,6 +67,31 @@ TEST_CASE("a small-input ResNet-18 on 1-channel 28 px images gives logits, norms
   CHECK(torch::isfinite(logits).all().item<bool>());
 }
 
+TEST_CASE("batch norm on BF16 activations computes in FP32: the output is FP32 batch norm's, rounded",
+          "[fast][models]") {
+  // Mixed-precision ResNets hand BF16 conv outputs to FP32-weighted batch norms (models/resnet.cpp); this pins
+  // the LibTorch behaviour that relies on, so a LibTorch whose kernel rounds in between fails here.
+  torch::manual_seed(3);
+  for (bool channels_last : {false, true}) {
+    torch::nn::BatchNorm2d mixed(16), reference(16);
+    torch::Tensor x = (torch::randn({8, 16, 6, 6}) * 3 + 5).to(torch::kBFloat16);
+    if (channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    const torch::Tensor x_fp32 = x.to(torch::kFloat);
+    const torch::Tensor y = mixed->forward(x), y_reference = reference->forward(x_fp32);
+    CHECK(y.dtype() == torch::kBFloat16);
+    CHECK(y.to(torch::kFloat).equal(y_reference.to(torch::kBFloat16).to(torch::kFloat)));
+    CHECK(mixed->running_var.dtype() == torch::kFloat);
+    CHECK(torch::allclose(mixed->running_mean, reference->running_mean, 0.0, 1e-6));
+    CHECK(torch::allclose(mixed->running_var, reference->running_var, 1e-6, 1e-6));
+    const torch::Tensor grad = torch::randn_like(y_reference).to(torch::kBFloat16);
+    y.backward(grad);
+    y_reference.backward(grad.to(torch::kFloat));
+    CHECK(mixed->weight.grad().dtype() == torch::kFloat);
+    CHECK(torch::allclose(mixed->weight.grad(), reference->weight.grad(), 1e-5, 1e-5));
+    CHECK(torch::allclose(mixed->bias.grad(), reference->bias.grad(), 1e-5, 1e-5));
+  }
+}
+
 TEST_CASE("zero_init_residual zeroes each block's last norm", "[fast][models]") {
   ModelConfig config;
   config.name = "resnet18";

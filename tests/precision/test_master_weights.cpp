@@ -5,6 +5,7 @@
 #include "core/precision/autocast.h"
 #include "core/precision/master_weights.h"
 #include "models/mlp.h"
+#include "models/registry.h"
 
 using namespace mpt::precision;
 
@@ -41,4 +42,35 @@ TEST_CASE("master_weights keeps FP32 masters and BF16 model weights outside the 
   }
   master.masters_to_model();
   CHECK(params["hidden.0.weight"].equal((original + 0.5).to(torch::kBFloat16)));
+}
+
+TEST_CASE("master_weights keeps the norm layers' weights FP32 without listing them as islands", "[fast][precision]") {
+  mpt::models::ModelConfig config;
+  config.name = "resnet18";
+  config.resnet.small_input = true;
+  mpt::data::SampleShape sample;
+  sample.channels = 1;
+  sample.height = sample.width = 28;
+  sample.num_classes = 10;
+  const ModulePolicy policy(std::vector<std::string>{"fc"});
+  mpt::models::Model model = mpt::models::build_model(config, sample, policy);
+  MasterWeights master(*model, policy, torch::kBFloat16);
+  auto params = model->named_parameters();
+  CHECK(params["layer1.0.conv1.weight"].dtype() == torch::kBFloat16);
+  CHECK(params["layer1.0.bn1.weight"].dtype() == torch::kFloat);
+  CHECK(params["layer2.0.downsample.1.bias"].dtype() == torch::kFloat);
+  CHECK(master.masters()["layer1.0.bn1.weight"].is_same(params["layer1.0.bn1.weight"]));
+
+  // A training step under autocast: BF16 convolutions feed FP32-weighted batch norms.
+  model->train();
+  torch::Tensor logits;
+  {
+    AutocastScope autocast(torch::kCPU, torch::kBFloat16);
+    logits = model->forward(torch::randn({4, 1, 28, 28}));
+  }
+  logits.to(torch::kFloat).sum().backward();
+  master.grads_to_masters();
+  CHECK(params["layer1.0.bn1.weight"].grad().dtype() == torch::kFloat);
+  CHECK(model->named_buffers()["layer1.0.bn1.running_var"].dtype() == torch::kFloat);
+  CHECK(torch::isfinite(logits).all().item<bool>());
 }
