@@ -2,7 +2,7 @@
 #include "core/train/optimizer.h"
 
 #include "core/common/error.h"
-#include "core/train/fused_adam.h"
+#include "core/train/fused_optimizers.h"
 
 namespace mpt::train {
 
@@ -15,7 +15,7 @@ std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimizerConfig& 
                        .weight_decay(config.weight_decay);
     if (config.nesterov && config.momentum <= 0)
       throw UsageError("optimizer.nesterov = true needs optimizer.momentum > 0");
-    return std::make_unique<torch::optim::SGD>(parameters, options);
+    return std::make_unique<FusedSgd>(parameters, options);
   }
   if (config.name == "adam") {
     auto options = torch::optim::AdamOptions(config.lr)

@@ -1,8 +1,12 @@
-// The fused Adam update (see fused_adam.h). Same arithmetic as LibTorch's Adam/AdamW step:
+// The fused optimizer updates (see fused_optimizers.h). Same arithmetic as LibTorch's steps:
+// Adam/AdamW:
 //   g' = g + wd * p (Adam's L2) | p *= 1 - lr * wd (AdamW's decoupled decay)
 //   m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-#include "core/train/fused_adam.h"
+// SGD:
+//   g' = g + wd * p;  b = g' on the first step, else momentum * b + (1 - dampening) g'
+//   p -= lr * (nesterov ? g' + momentum * b : b)      (p -= lr * g' without momentum)
+#include "core/train/fused_optimizers.h"
 
 #include <ATen/Parallel.h>
 
@@ -25,9 +29,31 @@ typename Map::key_type state_key(const torch::Tensor& p) {
   else return static_cast<Key>(p.unsafeGetTensorImpl());
 }
 
+// The loops walk the weight, its gradient and its state as flat arrays, so all must be dense FP32 CPU tensors
+// laid out alike (any one layout: NHWC convolution weights qualify). Strides of size-1 dimensions do not matter:
+// a (256, 64, 1, 1) NHWC weight may come as strides (64, 1, 1, 1) and its gradient as (64, 1, 64, 64).
+bool strides_match(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
+bool same_layout(const torch::Tensor& p, const torch::Tensor& other) {
+  return other.scalar_type() == torch::kFloat && other.is_non_overlapping_and_dense() && strides_match(p, other);
+}
+
+// A state tensor laid out like its weight: as it is, or copied once into the weight's strides (state saved by
+// another layout or LibTorch version); the values are unchanged.
+const torch::Tensor& in_layout_of(const torch::Tensor& p, torch::Tensor& state) {
+  if (!same_layout(p, state))
+    state = torch::empty_like(p, torch::MemoryFormat::Preserve).copy_(state);
+  return state;
+}
+
 bool fusable(const torch::Tensor& p) {
-  return p.device().is_cpu() && p.scalar_type() == torch::kFloat && p.is_contiguous() && p.grad().is_contiguous() &&
-         p.grad().scalar_type() == torch::kFloat && !p.grad().is_sparse();
+  return p.device().is_cpu() && p.scalar_type() == torch::kFloat && p.is_non_overlapping_and_dense() &&
+         p.grad().defined() && !p.grad().is_sparse() && same_layout(p, p.grad());
 }
 
 // The element loop, vectorised: this file is compiled with -O3 -fno-math-errno (CMakeLists.txt) so that sqrt
@@ -56,8 +82,8 @@ void update_one(const torch::Tensor& p, torch::optim::AdamParamState& state, con
   const auto l2 = static_cast<float>(u.l2_decay), keep = static_cast<float>(1.0 - u.lr * u.decoupled_decay);
   float* w = p.data_ptr<float>();
   const float* g = p.grad().data_ptr<float>();
-  float* m = state.exp_avg().data_ptr<float>();
-  float* v = state.exp_avg_sq().data_ptr<float>();
+  float* m = in_layout_of(p, state.exp_avg()).data_ptr<float>();
+  float* v = in_layout_of(p, state.exp_avg_sq()).data_ptr<float>();
   at::parallel_for(0, p.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
     adam_elements(w + begin, g + begin, m + begin, v + begin, end - begin, keep, l2, b1, b2, step_size,
                   inv_sqrt_bias2, eps);
@@ -86,8 +112,8 @@ bool fused_step(Optimizer& optimizer, bool decoupled) {
       if (found == states.end()) {
         auto state = std::make_unique<torch::optim::AdamParamState>();
         state->step(0);
-        state->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        state->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        state->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        state->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
         found = states.emplace(key, std::move(state)).first;
       }
       update_one(p, static_cast<torch::optim::AdamParamState&>(*found->second), update);
@@ -96,7 +122,66 @@ bool fused_step(Optimizer& optimizer, bool decoupled) {
   return true;
 }
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) void sgd_elements(
+    float* __restrict w, const float* __restrict g, float* __restrict buffer, int64_t count, float decay, float lr,
+    float momentum, float dampened, bool first, bool nesterov) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float grad = g[i] + decay * w[i];
+    float update = grad;
+    if (buffer) {
+      const float velocity = first ? grad : momentum * buffer[i] + dampened * grad;
+      buffer[i] = velocity;
+      update = nesterov ? grad + momentum * velocity : velocity;
+    }
+    w[i] -= lr * update;
+  }
+}
+
+bool fused_sgd_step(torch::optim::SGD& optimizer) {
+  for (auto& group : optimizer.param_groups())
+    for (auto& p : group.params())
+      if (p.grad().defined() && !fusable(p)) return false;
+  torch::NoGradGuard no_grad;
+  auto& states = optimizer.state();
+  for (auto& group : optimizer.param_groups()) {
+    auto& options = static_cast<torch::optim::SGDOptions&>(group.options());
+    const auto decay = static_cast<float>(options.weight_decay()), lr = static_cast<float>(options.lr()),
+               momentum = static_cast<float>(options.momentum()),
+               dampened = static_cast<float>(1.0 - options.dampening());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      float* buffer = nullptr;
+      bool first = false;
+      if (options.momentum() != 0.0) {
+        const auto key = state_key<std::remove_reference_t<decltype(states)>>(p);
+        auto found = states.find(key);
+        if (found == states.end()) {
+          auto state = std::make_unique<torch::optim::SGDParamState>();
+          state->momentum_buffer(torch::empty_like(p, torch::MemoryFormat::Preserve));
+          found = states.emplace(key, std::move(state)).first;
+          first = true;
+        }
+        auto& state = static_cast<torch::optim::SGDParamState&>(*found->second);
+        buffer = in_layout_of(p, state.momentum_buffer()).data_ptr<float>();
+      }
+      float* w = p.data_ptr<float>();
+      const float* g = p.grad().data_ptr<float>();
+      at::parallel_for(0, p.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+        sgd_elements(w + begin, g + begin, buffer ? buffer + begin : nullptr, end - begin, decay, lr, momentum,
+                     dampened, first, options.nesterov());
+      });
+    }
+  }
+  return true;
+}
+
 }  // namespace
+
+torch::Tensor FusedSgd::step(LossClosure closure) {
+  TORCH_CHECK(!closure, "mpt's fused SGD takes no closure");
+  if (!fused_sgd_step(*this)) return torch::optim::SGD::step();
+  return {};
+}
 
 torch::Tensor FusedAdam::step(LossClosure closure) {
   TORCH_CHECK(!closure, "mpt's fused Adam takes no closure");
