@@ -74,6 +74,47 @@ TEST_CASE("BertForMaskedLM: bert.* without pooler, cls.predictions.*, decoder ti
   CHECK(names.count("cls.predictions.decoder.weight") == 0);  // the word embeddings, not a copy
 }
 
+TEST_CASE("a BERT layer computes the textbook encoder layer (per-head attention, post-LayerNorm, GELU)",
+          "[fast][models]") {
+  // An independent computation from the layer's own named parameters: separate Q, K, V projections, heads split
+  // one by one, [PAD] keys masked. Pins mpt's fused QKV projection and head layout to the formula.
+  BertConfig config;
+  config.hidden = 32;
+  config.heads = 4;
+  config.intermediate = 64;
+  config.dropout = 0.0;
+  torch::manual_seed(7);
+  BertLayer layer(config, mpt::precision::ModulePolicy(kDefaultFp32), "encoder.layer.0");
+  for (auto& p : layer->parameters()) p.data().normal_(0.0, 0.2);
+  layer->eval();
+  const torch::Tensor x = torch::randn({2, 5, 32});
+  torch::Tensor mask_bias = torch::zeros({2, 1, 1, 5});
+  mask_bias[1][0][0][4] = -1e4;  // the second sequence's last token is [PAD]
+  const torch::Tensor out = layer->forward(x, mask_bias);
+
+  auto p = layer->named_parameters();
+  auto linear = [&](const torch::Tensor& in, const std::string& name) {
+    return torch::matmul(in, p[name + ".weight"].t()) + p[name + ".bias"];
+  };
+  auto norm = [&](const torch::Tensor& in, const std::string& name) {
+    return torch::layer_norm(in, {32}, p[name + ".weight"], p[name + ".bias"], config.layer_norm_eps);
+  };
+  const torch::Tensor q = linear(x, "attention.self.query"), k = linear(x, "attention.self.key"),
+                      v = linear(x, "attention.self.value");
+  std::vector<torch::Tensor> heads;
+  for (int64_t h = 0; h < 4; ++h) {
+    const torch::Tensor qh = q.narrow(2, h * 8, 8), kh = k.narrow(2, h * 8, 8), vh = v.narrow(2, h * 8, 8);
+    const torch::Tensor scores = torch::matmul(qh, kh.transpose(1, 2)) / std::sqrt(8.0) + mask_bias.view({2, 1, 5});
+    heads.push_back(torch::matmul(torch::softmax(scores, -1), vh));
+  }
+  const torch::Tensor attended = norm(linear(torch::cat(heads, 2), "attention.output.dense") + x,
+                                      "attention.output.LayerNorm");
+  const torch::Tensor expected =
+      norm(linear(torch::gelu(linear(attended, "intermediate.dense")), "output.dense") + attended, "output.LayerNorm");
+  INFO("max |difference| " << (out - expected).abs().max().item<double>());
+  CHECK(torch::allclose(out, expected, 1e-5, 1e-5));
+}
+
 TEST_CASE("BERT presets follow Google's sizes", "[fast][models]") {
   CHECK(bert_preset("bert-tiny").layers == 2);
   CHECK(bert_preset("bert-tiny").hidden == 128);
