@@ -75,6 +75,7 @@ int run_doctor() {
   if (blas.find("USE_OPENMP") == std::string::npos && blas.find("OpenBLAS") != std::string::npos)
     warnings.push_back("the pthread OpenBLAS is loaded: with several LibTorch threads the pools oversubscribe the "
                        "cores (install libopenblas0-openmp and rebuild)");
+  if (const std::string core = hardware::blas_core_warning(); !core.empty()) warnings.push_back(core);
   if (allocator == "glibc malloc")
     warnings.push_back("glibc malloc re-faults large activation blocks every step (BERT steps up to 3x slower): "
                        "apt-get install libtcmalloc-minimal4 and rebuild");

@@ -4,6 +4,9 @@
 # Usage: scripts/bench_train.sh [FP32_SPEC] [MIXED_SPEC] [STEPS] [REPEATS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The best FP32 baseline: OpenBLAS picks its own kernels (an inherited OPENBLAS_CORETYPE=Haswell halves FP32 GEMM
+# on an AVX-512 CPU; mpt doctor warns about it).
+unset OPENBLAS_CORETYPE
 fp32=${1:-configs/mlp_fmnist_fp32.yaml}
 mixed=${2:-configs/mlp_fmnist_mixed.yaml}
 steps=${3:-2000}

@@ -13,6 +13,9 @@
 # Needs: apt install python3-torch python3-torchvision libtcmalloc-minimal4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The best FP32 baseline: OpenBLAS picks its own kernels (an inherited OPENBLAS_CORETYPE=Haswell halves FP32 GEMM
+# on an AVX-512 CPU; mpt doctor warns about it).
+unset OPENBLAS_CORETYPE
 rounds="${1:-3}"
 mpt=./build/mpt
 openblas=/usr/lib/x86_64-linux-gnu/openblas-openmp

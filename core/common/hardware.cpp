@@ -6,6 +6,9 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -64,6 +67,19 @@ std::string blas_description() {
   }
   if (dlsym(RTLD_DEFAULT, "sgemm_")) return "reference or unknown BLAS (FP32 will be slow; install libopenblas0)";
   return "unknown";
+}
+
+std::string blas_core_warning() {
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (!forced || !*forced || !dlsym(RTLD_DEFAULT, "openblas_get_config") || !__builtin_cpu_supports("avx512f"))
+    return "";
+  std::string core = forced;
+  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* avx512_core : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (core == avx512_core) return "";
+  return "OPENBLAS_CORETYPE=" + std::string(forced) +
+         " pins OpenBLAS to kernels without AVX-512 on this AVX-512 CPU: FP32 GEMM runs at about half speed; "
+         "unset it to let OpenBLAS choose (FP32 baselines measured under it are not the best FP32)";
 }
 
 std::string allocator_description() {

@@ -24,6 +24,10 @@ void tune_host_allocator();
 // "OpenBLAS 0.3.21 ... (Haswell)", "reference BLAS", or "unknown".
 std::string blas_description();
 
+// A warning when OPENBLAS_CORETYPE pins OpenBLAS to pre-AVX-512 kernels on an AVX-512 CPU (FP32 GEMM at about
+// half speed: 210 vs 387 GFLOP/s measured on the reference machine, whose environment sets Haswell); "" if not.
+std::string blas_core_warning();
+
 // The malloc in use: "tcmalloc (PATH)" when it replaced glibc's (the build links it when installed), else
 // "glibc malloc".
 std::string allocator_description();

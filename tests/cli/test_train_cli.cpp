@@ -190,6 +190,16 @@ TEST_CASE("a run directory of another spec is refused, never mixed", "[fast][cli
   CHECK_THAT(older.output, Catch::Contains("resumed from"));
 }
 
+TEST_CASE("mpt doctor warns when OPENBLAS_CORETYPE pins an AVX-512 CPU to AVX2 kernels", "[fast][cli]") {
+  const CommandResult pinned = run_mpt_with_env("OPENBLAS_CORETYPE=Haswell", {"doctor"});
+  const CommandResult chosen = run_mpt_with_env("-u OPENBLAS_CORETYPE", {"doctor"});
+  INFO(pinned.output);
+  CHECK(pinned.exit_code == 0);
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  CHECK((pinned.output.find("warning: OPENBLAS_CORETYPE=Haswell pins OpenBLAS") != std::string::npos) == avx512);
+  CHECK(chosen.output.find("OPENBLAS_CORETYPE") == std::string::npos);
+}
+
 TEST_CASE("mpt doctor reports the environment and what mixed resolves to", "[fast][cli]") {
   CommandResult doctor = run_mpt({"doctor"});
   INFO(doctor.output);

@@ -40,6 +40,10 @@ CommandResult run_shell_mpt(const std::string& prefix, const std::vector<std::st
 
 CommandResult run_mpt(const std::vector<std::string>& args) { return run_shell_mpt("", args); }
 
+CommandResult run_mpt_with_env(const std::string& env_arguments, const std::vector<std::string>& args) {
+  return run_shell_mpt("exec env " + env_arguments + " ", args);
+}
+
 CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int64_t max_file_kib) {
   return run_shell_mpt("trap '' XFSZ; ulimit -f " + std::to_string(max_file_kib) + "; exec ", args);
 }

@@ -16,6 +16,9 @@ struct CommandResult {
 // Runs `mpt ARGS...` (each argument shell-quoted) and captures its output and exit code.
 CommandResult run_mpt(const std::vector<std::string>& args);
 
+// Same as run_mpt with environment changes given as `env` arguments: "OPENBLAS_CORETYPE=Haswell", "-u VAR".
+CommandResult run_mpt_with_env(const std::string& env_arguments, const std::vector<std::string>& args);
+
 // Same as run_mpt, in a shell whose file-size limit is `max_file_kib` (SIGXFSZ ignored, so writes past the
 // limit fail with EFBIG): a disk that fills up.
 CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int64_t max_file_kib);
