@@ -56,9 +56,10 @@ class Fp32(nn.Module):
 class BertLayer(nn.Module):
     """A post-LN BERT encoder layer as mpt's (and Hugging Face's): FP32 softmax and LayerNorms."""
 
-    def __init__(self, hidden, heads, ffn):
+    def __init__(self, hidden, heads, ffn, dropout):
         super().__init__()
         self.heads = heads
+        self.dropout = dropout
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.out = nn.Linear(hidden, hidden)
         self.norm1 = Fp32(nn.LayerNorm(hidden, eps=1e-12))
@@ -71,22 +72,23 @@ class BertLayer(nn.Module):
         q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
         scores = q @ k.transpose(-1, -2) / math.sqrt(h // self.heads)
         with fp32(scores):
-            probs = scores.float().softmax(-1)
+            probs = F.dropout(scores.float().softmax(-1), self.dropout, self.training)
         context = (probs.to(v.dtype) @ v).transpose(1, 2).reshape(b, s, h)
-        x = self.norm1(x + self.out(context))
-        return self.norm2(x + self.ffn_out(F.gelu(self.ffn_in(x))))
+        x = self.norm1(x + F.dropout(self.out(context), self.dropout, self.training))
+        return self.norm2(x + F.dropout(self.ffn_out(F.gelu(self.ffn_in(x))), self.dropout, self.training))
 
 
 class BertMlm(nn.Module):
     """BERT masked-LM pre-training, logits only at masked positions (decoder tied to the word embeddings)."""
 
-    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, ffn=3072, positions=512):
+    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, ffn=3072, positions=512, dropout=0.1):
         super().__init__()
+        self.dropout = dropout
         self.words = nn.Embedding(vocab, hidden)
         self.positions = nn.Embedding(positions, hidden)
         self.types = nn.Embedding(2, hidden)
         self.norm = Fp32(nn.LayerNorm(hidden, eps=1e-12))
-        self.layers = nn.ModuleList(BertLayer(hidden, heads, ffn) for _ in range(layers))
+        self.layers = nn.ModuleList(BertLayer(hidden, heads, ffn, dropout) for _ in range(layers))
         self.transform = nn.Linear(hidden, hidden)
         self.transform_norm = Fp32(nn.LayerNorm(hidden, eps=1e-12))
         self.decoder_bias = nn.Parameter(torch.zeros(vocab))
@@ -94,6 +96,7 @@ class BertMlm(nn.Module):
     def forward(self, ids, masked):
         positions = torch.arange(ids.shape[1], device=ids.device)
         x = self.norm(self.words(ids) + self.positions(positions) + self.types(torch.zeros_like(ids)))
+        x = F.dropout(x, self.dropout, self.training)
         for layer in self.layers:
             x = layer(x)
         h = x[masked]  # (M, hidden): the masked positions only
@@ -106,7 +109,7 @@ def build(args):
     if args.model == "mlp":
         return Mlp(args.channels * args.size * args.size, args.hidden, 10), (args.channels, args.size, args.size)
     if args.model == "bert-base":
-        return BertMlm(), None
+        return BertMlm(dropout=args.dropout), None
     import torchvision
 
     model = getattr(torchvision.models, args.model)(num_classes=10)
@@ -142,6 +145,7 @@ def main():
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--channels", type=int, default=1)
     parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--dropout", type=float, default=0.1, help="BERT's hidden and attention dropout (mpt's model.dropout)")
     parser.add_argument("--small-input", action="store_true")
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--loss-scale", type=float, default=32768.0, help="dynamic scaling as mpt's mixed spec")
