@@ -56,6 +56,25 @@ bool fusable(const torch::Tensor& p) {
          p.grad().defined() && !p.grad().is_sparse() && same_layout(p, p.grad());
 }
 
+// Whether every parameter with a gradient can take the fused loop; when one cannot, the base class steps them all.
+template <typename Optimizer>
+bool every_gradient_fusable(Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups())
+    for (auto& p : group.params())
+      if (p.grad().defined() && !fusable(p)) return false;
+  return true;
+}
+
+// The parameter's state in the optimizer's map, made by `make()` on its first step (`created` then true).
+template <typename State, typename States, typename Make>
+State& state_of(States& states, const torch::Tensor& p, Make&& make, bool& created) {
+  const auto key = state_key<States>(p);
+  auto found = states.find(key);
+  created = found == states.end();
+  if (created) found = states.emplace(key, make()).first;
+  return static_cast<State&>(*found->second);
+}
+
 // The element loop, vectorised: this file is compiled with -O3 -fno-math-errno (CMakeLists.txt) so that sqrt
 // and the division become packed instructions, and cloned for AVX-512, AVX2 and baseline x86-64, picked at load
 // time for the CPU it runs on.
@@ -94,11 +113,9 @@ void update_one(const torch::Tensor& p, torch::optim::AdamParamState& state, con
 // that the base class steps them all.
 template <typename Options, typename Optimizer>
 bool fused_step(Optimizer& optimizer, bool decoupled) {
-  for (auto& group : optimizer.param_groups()) {
+  for (auto& group : optimizer.param_groups())
     if (static_cast<Options&>(group.options()).amsgrad()) return false;
-    for (auto& p : group.params())
-      if (p.grad().defined() && !fusable(p)) return false;
-  }
+  if (!every_gradient_fusable(optimizer)) return false;
   torch::NoGradGuard no_grad;
   auto& states = optimizer.state();
   for (auto& group : optimizer.param_groups()) {
@@ -107,16 +124,15 @@ bool fused_step(Optimizer& optimizer, bool decoupled) {
                         decoupled ? 0.0 : options.weight_decay(), decoupled ? options.weight_decay() : 0.0};
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const auto key = state_key<std::remove_reference_t<decltype(states)>>(p);
-      auto found = states.find(key);
-      if (found == states.end()) {
-        auto state = std::make_unique<torch::optim::AdamParamState>();
-        state->step(0);
-        state->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        state->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        found = states.emplace(key, std::move(state)).first;
-      }
-      update_one(p, static_cast<torch::optim::AdamParamState&>(*found->second), update);
+      bool created = false;
+      auto& state = state_of<torch::optim::AdamParamState>(states, p, [&] {
+        auto fresh = std::make_unique<torch::optim::AdamParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        return fresh;
+      }, created);
+      update_one(p, state, update);
     }
   }
   return true;
@@ -138,9 +154,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void sgd_elements(
 }
 
 bool fused_sgd_step(torch::optim::SGD& optimizer) {
-  for (auto& group : optimizer.param_groups())
-    for (auto& p : group.params())
-      if (p.grad().defined() && !fusable(p)) return false;
+  if (!every_gradient_fusable(optimizer)) return false;
   torch::NoGradGuard no_grad;
   auto& states = optimizer.state();
   for (auto& group : optimizer.param_groups()) {
@@ -153,15 +167,11 @@ bool fused_sgd_step(torch::optim::SGD& optimizer) {
       float* buffer = nullptr;
       bool first = false;
       if (options.momentum() != 0.0) {
-        const auto key = state_key<std::remove_reference_t<decltype(states)>>(p);
-        auto found = states.find(key);
-        if (found == states.end()) {
-          auto state = std::make_unique<torch::optim::SGDParamState>();
-          state->momentum_buffer(torch::empty_like(p, torch::MemoryFormat::Preserve));
-          found = states.emplace(key, std::move(state)).first;
-          first = true;
-        }
-        auto& state = static_cast<torch::optim::SGDParamState&>(*found->second);
+        auto& state = state_of<torch::optim::SGDParamState>(states, p, [&] {
+          auto fresh = std::make_unique<torch::optim::SGDParamState>();
+          fresh->momentum_buffer(torch::empty_like(p, torch::MemoryFormat::Preserve));  // filled on this step
+          return fresh;
+        }, first);
         buffer = in_layout_of(p, state.momentum_buffer()).data_ptr<float>();
       }
       float* w = p.data_ptr<float>();
