@@ -90,6 +90,7 @@ int run_bench(const BenchOptions& options) {
   bench_options.warmup = options.warmup;
   bench_options.real_data = options.real_data;
   bench_options.measure_peak = options.measure_peak;
+  bench_options.profile_ops = options.profile_ops;
   if (options.loader_only) {
     const bench::LoaderResult loader = bench::run_loader_benchmark(c, bench_options);
     if (options.json) std::cout << bench::to_json(loader).dump(2) << "\n";

@@ -47,6 +47,7 @@ struct BenchOptions {
   bool loader_only = false;
   bool json = false;
   std::string json_out;  // also write the JSON here (used by --max-batch trials)
+  int64_t profile_ops = 0;  // --profile N: the top N ops by self time
   bool max_batch = false;
   int64_t memory_budget_mib = 8192;
 };

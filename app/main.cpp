@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("!--no-peak", bench.measure_peak, "Skip the GEMM peak probe (no MFU)");
   bench_cmd->add_flag("--loader-only", bench.loader_only, "Measure the data loader alone (samples/s it delivers)");
   bench_cmd->add_option("--json-out", bench.json_out, "Also write the JSON result to this file");
+  bench_cmd->add_option("--profile", bench.profile_ops,
+                        "Run the timed steps under LibTorch's profiler and list this many ops by self time")
+      ->check(CLI::Range(1, 100000));
   bench_cmd->add_flag("--max-batch", bench.max_batch,
                       "Find the largest batch within --memory-budget-mib in FP32 and in mixed precision");
   bench_cmd->add_option("--memory-budget-mib", bench.memory_budget_mib, "Peak memory budget for --max-batch")

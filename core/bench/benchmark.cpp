@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "core/bench/gemm_peak.h"
 #include "core/common/hardware.h"
@@ -74,12 +75,22 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   train::StepPhases phases;
   trainer.attach_profile(&phases);
   std::vector<double> step_ms;
+  std::optional<OpProfiler> profiler;
+  if (options.profile_ops > 0) profiler.emplace();
   for (int64_t i = 0; i < options.steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     trainer.step_once();
     step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   trainer.attach_profile(nullptr);
+  if (profiler) {
+    result.ops = profiler->finish();
+    if (result.ops.size() > static_cast<size_t>(options.profile_ops)) result.ops.resize(options.profile_ops);
+    for (OpTime& op : result.ops) {
+      op.self_ms /= static_cast<double>(options.steps);
+      op.total_ms /= static_cast<double>(options.steps);
+    }
+  }
   result.peak_memory_bytes = hardware::peak_rss_bytes();  // before the GEMM probe adds its matrices
 
   double total_ms = 0.0;
@@ -135,6 +146,13 @@ nlohmann::json to_json(const LoaderResult& r) {
           {"median_batch_ms", r.median_batch_ms}};
 }
 
+nlohmann::json ops_json(const std::vector<OpTime>& ops) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const OpTime& op : ops)
+    list.push_back({{"name", op.name}, {"calls", op.calls}, {"self_ms", op.self_ms}, {"total_ms", op.total_ms}});
+  return list;
+}
+
 nlohmann::json to_json(const BenchResult& r) {
   return {{"model", r.model},
           {"precision", r.precision},
@@ -159,7 +177,8 @@ nlohmann::json to_json(const BenchResult& r) {
           {"peak_flops", {{"dtype", r.peak_dtype}, {"gemm_n", 2048},
                           {"flops", r.peak_flops > 0 ? nlohmann::json(r.peak_flops) : nlohmann::json(nullptr)}}},
           {"mfu", r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr)},
-          {"peak_memory_bytes", r.peak_memory_bytes}};
+          {"peak_memory_bytes", r.peak_memory_bytes},
+          {"ops_per_step", ops_json(r.ops)}};
 }
 
 std::string render_table(const BenchResult& r) {
@@ -184,6 +203,12 @@ std::string render_table(const BenchResult& r) {
   else
     out += "  peak            not measured (--no-peak)\n";
   out += fmt::format("  peak memory     {:.0f} MiB (RSS)\n", r.peak_memory_bytes / (1024.0 * 1024.0));
+  if (r.ops.empty()) return out;
+  out += "  ops per step    (LibTorch's profiler was on during the timed steps)\n";
+  out += fmt::format("    {:>10} {:>6} {:>10} {:>6}  {}\n", "self ms", "share", "total ms", "calls", "op");
+  for (const OpTime& op : r.ops)
+    out += fmt::format("    {:>10.2f} {:>5.1f}% {:>10.2f} {:>6}  {}\n", op.self_ms, share(op.self_ms), op.total_ms,
+                       op.calls / std::max<int64_t>(r.steps, 1), op.name);
   return out;
 }
 

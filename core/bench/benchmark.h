@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "core/bench/op_profile.h"
 #include "core/config/sections.h"
 #include "core/train/trainer.h"
 
@@ -17,6 +18,7 @@ struct BenchOptions {
   int64_t warmup = 5;
   bool real_data = false;
   bool measure_peak = true;  // the GEMM probe (~1 s); max-batch trials only need memory
+  int64_t profile_ops = 0;   // > 0: run the timed steps under LibTorch's profiler and report this many top ops
 };
 
 struct BenchResult {
@@ -35,6 +37,7 @@ struct BenchResult {
   double peak_flops = 0.0;  // measured n=2048 GEMM in peak_dtype
   double mfu = 0.0;
   int64_t peak_memory_bytes = 0;  // peak RSS of the process before the GEMM probe
+  std::vector<OpTime> ops;        // per timed step, largest self time first; only with profile_ops
 };
 
 // `c` is a resolved spec's config; its data.batch_size is the batch measured.
