@@ -135,3 +135,24 @@ TEST_CASE("labelled text: LABEL<TAB>TEXT lines become [CLS] ... [SEP] rows with 
   std::ofstream(dir + "/test.tsv") << "neg\tfine\nno tab here\n";
   CHECK_THROWS_WITH(load_text_classification(config, "test", 0), Catch::Contains("test.tsv:2: expected LABEL<TAB>TEXT"));
 }
+
+TEST_CASE("synthetic text batches take the spec's task: labels for classification, masks for masked-LM", "[fast][data]") {
+  const std::string dir = mpt::testing::scratch_dir("synthetic_text");
+  const std::string vocab = write_vocab(dir);
+  std::ofstream(dir + "/train.tsv") << "pos\ta b c\nneg\td e\nmid\te\n";
+  DataConfig config = corpus_config(dir, vocab, 6);
+  config.name = "text_classification";
+  const Dataset labelled = synthetic_dataset(config, 50);
+  CHECK(labelled.tokens.sizes() == torch::IntArrayRef({50, 6}));
+  CHECK_FALSE(labelled.masked_lm.has_value());
+  REQUIRE(labelled.labels.defined());
+  CHECK(labelled.num_classes == 3);
+  CHECK(labelled.labels.min().item<int64_t>() >= 0);
+  CHECK(labelled.labels.max().item<int64_t>() < 3);
+  CHECK(labelled.tokens.max().item<int32_t>() < 12);
+
+  config.name = "text_corpus";
+  const Dataset masked = synthetic_dataset(config, 50);
+  CHECK(masked.masked_lm.has_value());
+  CHECK_FALSE(masked.labels.defined());
+}
