@@ -28,7 +28,7 @@ MasterWeights::MasterWeights(torch::nn::Module& model, const ModulePolicy& polic
     const std::string& name = item.key();
     torch::Tensor& param = item.value();
     const std::string module = name.substr(0, name.rfind('.'));  // "hidden.0.weight" -> "hidden.0"
-    if (policy.keeps_fp32(module) || norms.count(module)) {
+    if (policy.runs_in_fp32(module) || norms.count(module)) {
       pairs_.push_back({param, param, true});
       masters_.insert(name, param);
       continue;

@@ -30,6 +30,12 @@ bool ModulePolicy::keeps_fp32(const std::string& module_name) const {
   return false;
 }
 
+bool ModulePolicy::runs_in_fp32(const std::string& module_name) const {
+  for (size_t end = module_name.find('.'); end != std::string::npos; end = module_name.find('.', end + 1))
+    if (keeps_fp32(module_name.substr(0, end))) return true;
+  return keeps_fp32(module_name);
+}
+
 torch::ScalarType compute_dtype(const std::string& resolved_mode) {
   if (resolved_mode == "fp32") return torch::kFloat;
   if (resolved_mode == "mixed_bf16") return torch::kBFloat16;

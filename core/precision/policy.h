@@ -41,6 +41,9 @@ class ModulePolicy {
   explicit ModulePolicy(std::vector<std::string> fp32_patterns = {}, NumericsMonitor* monitor = nullptr)
       : patterns_(std::move(fp32_patterns)), monitor_(monitor) {}
   bool keeps_fp32(const std::string& module_name) const;
+  // Whether a module runs in FP32: kept itself, or inside a kept module ("cls.predictions.transform.dense" runs
+  // within "cls.predictions"), whose runner has switched autocast off and widened the input.
+  bool runs_in_fp32(const std::string& module_name) const;
   ModuleRunner runner(const std::string& module_name) const { return {module_name, keeps_fp32(module_name), monitor_}; }
 
  private:

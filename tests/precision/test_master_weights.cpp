@@ -74,3 +74,40 @@ TEST_CASE("master_weights keeps the norm layers' weights FP32 without listing th
   CHECK(model->named_buffers()["layer1.0.bn1.running_var"].dtype() == torch::kFloat);
   CHECK(torch::isfinite(logits).all().item<bool>());
 }
+
+TEST_CASE("master_weights keeps FP32 the modules inside an island, so BERT's MLM head trains", "[fast][precision]") {
+  CHECK(ModulePolicy(std::vector<std::string>{"cls.predictions"}).runs_in_fp32("cls.predictions.transform.dense"));
+  CHECK_FALSE(ModulePolicy(std::vector<std::string>{"cls.predictions"}).runs_in_fp32("cls.predictionsx.dense"));
+  CHECK_FALSE(ModulePolicy(std::vector<std::string>{"cls.predictions"}).keeps_fp32("cls.predictions.transform.dense"));
+
+  mpt::models::ModelConfig config;
+  config.name = "bert-tiny";
+  config.bert_dropout = 0.0;
+  mpt::data::SampleShape sample;
+  sample.seq_len = 8;
+  sample.vocab_size = 50;
+  sample.masked_fraction = 0.25;
+  const ModulePolicy policy(std::vector<std::string>{"*LayerNorm", "cls.predictions"});
+  mpt::models::Model model = mpt::models::build_model(config, sample, policy);
+  MasterWeights master(*model, policy, torch::kBFloat16);
+  auto params = model->named_parameters();
+  CHECK(params["cls.predictions.transform.dense.weight"].dtype() == torch::kFloat);
+  CHECK(params["cls.predictions.bias"].dtype() == torch::kFloat);
+  CHECK(params["bert.encoder.layer.0.attention.self.query.weight"].dtype() == torch::kBFloat16);
+  CHECK(params["bert.embeddings.word_embeddings.weight"].dtype() == torch::kBFloat16);  // tied: read in FP32 by the head
+
+  const torch::Tensor ids = torch::randint(5, 50, {2, 8}, torch::kLong);
+  torch::Tensor targets = torch::full({2, 8}, -100, torch::kLong);
+  targets.index_put_({0, 3}, 7);
+  targets.index_put_({1, 5}, 9);
+  mpt::models::Prediction prediction;
+  {
+    AutocastScope autocast(torch::kCPU, torch::kBFloat16);
+    prediction = model->predict(ids, targets);
+  }
+  CHECK(prediction.logits.dtype() == torch::kFloat);
+  torch::nn::functional::cross_entropy(prediction.logits, prediction.targets).backward();
+  master.grads_to_masters();
+  CHECK(master.masters()["bert.embeddings.word_embeddings.weight"].grad().defined());
+  CHECK(master.masters()["cls.predictions.transform.dense.weight"].grad().defined());
+}
