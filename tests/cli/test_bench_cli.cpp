@@ -48,6 +48,25 @@ TEST_CASE("mpt bench measures the training step with a breakdown that adds up, F
   CHECK(nlohmann::json::parse(no_peak.output.substr(no_peak.output.find('{')))["mfu"].is_null());
 }
 
+TEST_CASE("mpt bench --profile lists the ops of the step by self time", "[fast][cli][bench]") {
+  CommandResult run = run_mpt({"bench", kMixed, "--steps", "5", "--warmup", "1", "--no-peak", "--profile", "4", "--json"});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json ops = nlohmann::json::parse(run.output.substr(run.output.find('{')))["ops_per_step"];
+  REQUIRE(ops.size() == 4);
+  bool has_gemm = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    CHECK(ops[i]["calls"].get<int64_t>() > 0);
+    CHECK(ops[i]["total_ms"].get<double>() >= ops[i]["self_ms"].get<double>() - 1e-9);
+    if (i > 0) CHECK(ops[i]["self_ms"].get<double>() <= ops[i - 1]["self_ms"].get<double>());
+    const std::string name = ops[i]["name"];
+    has_gemm = has_gemm || name == "aten::mm" || name == "aten::addmm";
+  }
+  CHECK(has_gemm);  // an MLP's step is mostly its matrix products
+  CommandResult table = run_mpt({"bench", kMixed, "--steps", "3", "--warmup", "0", "--no-peak", "--profile", "3"});
+  CHECK_THAT(table.output, Catch::Contains("ops per step"));
+}
+
 TEST_CASE("mpt bench --loader-only measures the data loader alone", "[fast][cli][bench]") {
   CommandResult run = run_mpt({"bench", kMixed, "--loader-only", "--real-data", "--steps", "50", "--json"});
   INFO(run.output);
