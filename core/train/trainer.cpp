@@ -12,6 +12,7 @@
 #include "core/common/error.h"
 #include "core/common/stats.h"
 #include "core/precision/autocast.h"
+#include "core/precision/gradient_check.h"
 #include "core/train/optimizer.h"
 
 namespace mpt::train {
@@ -137,7 +138,14 @@ void Trainer::step_once() {
   for (auto& p : parameters_)
     if (p.grad().defined()) grads.push_back(p.grad());
   bool found_nonfinite = false;
-  if (!group_->distributed()) {
+  bool clipped = false;
+  if (!group_->distributed() && precision::single_pass_applies(grads)) {
+    const precision::GradientCheck check =
+        precision::unscale_check_and_clip(grads, scaler_.scale(), config_.grad_clip_norm);
+    found_nonfinite = check.nonfinite;
+    clipped = true;
+    if (config_.grad_clip_norm > 0 && !found_nonfinite) last_grad_norm_ = check.norm;
+  } else if (!group_->distributed()) {
     found_nonfinite = scaler_.unscale_and_check(grads);  // the one host sync of a step
   } else {
     // One small all-reduce (max) makes every rank skip the same steps and keep the same scale, and agree on
@@ -166,7 +174,7 @@ void Trainer::step_once() {
                                last_culprits_);
   } else {
     consecutive_skips_ = 0;
-    if (config_.grad_clip_norm > 0)
+    if (config_.grad_clip_norm > 0 && !clipped)
       last_grad_norm_ = torch::nn::utils::clip_grad_norm_(parameters_, config_.grad_clip_norm);
     set_learning_rate(*optimizer_, current_lr_);
     optimizer_->step();

@@ -1,0 +1,32 @@
+// The step between backward and the optimizer, for one process on the CPU: unscale the gradients, check them for
+// Inf/NaN, clip their global norm. Done as separate tensor ops this reads every gradient three times (the sum
+// of the overflow check, LibTorch's norm, the clip's multiply) and writes it twice (unscale, clip). Here one read
+// computes the global L2 norm of the still-scaled gradients, which answers both questions: it is non-finite
+// exactly when an element is Inf or NaN (squares are summed in double, which no finite FP32 gradient overflows),
+// and divided by the scale it is the norm clipping needs. One write then applies a single factor, clip / scale,
+// and none is needed when that factor is 1.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace mpt::precision {
+
+struct GradientCheck {
+  bool nonfinite = false;  // some element is Inf/NaN: skip the step (the gradients are left as they were)
+  double norm = 0.0;       // the unscaled gradients' global L2 norm before clipping (when finite)
+};
+
+// Whether unscale_check_and_clip can take these gradients: dense FP32 CPU tensors. (CUDA has LibTorch's fused
+// unscale-and-check kernel instead.)
+bool single_pass_applies(const std::vector<torch::Tensor>& grads);
+
+// Divides every gradient by `scale` and, when max_norm > 0, scales them down to a global norm of at most max_norm
+// (LibTorch's clip_grad_norm_ rule: factor max_norm / (norm + 1e-6) when below 1), unless an element is Inf/NaN.
+GradientCheck unscale_check_and_clip(const std::vector<torch::Tensor>& grads, double scale, double max_norm);
+
+// The global L2 norm of the gradients, summed in double; Inf/NaN when an element is.
+double global_l2_norm(const std::vector<torch::Tensor>& grads);
+
+}  // namespace mpt::precision

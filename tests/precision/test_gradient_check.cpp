@@ -1,0 +1,96 @@
+// The single-pass unscale, overflow check and clip against the separate steps it replaces: LibTorch's
+// division, isfinite and clip_grad_norm_.
+#include <catch2/catch.hpp>
+
+#include <limits>
+
+#include "core/precision/gradient_check.h"
+
+using namespace mpt::precision;
+
+namespace {
+
+// Gradients of several sizes (one over the parallel grain, one with a tail shorter than a vector), scaled.
+std::vector<torch::Tensor> scaled_gradients(double scale) {
+  torch::manual_seed(3);
+  return {torch::randn({300, 700}) * scale, torch::randn({13}) * scale, torch::randn({64, 3, 3, 3}) * scale,
+          torch::randn({1}) * scale};
+}
+
+std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& grads) {
+  std::vector<torch::Tensor> out;
+  for (const auto& g : grads) out.push_back(g.clone());
+  return out;
+}
+
+// LibTorch's way, as the trainer does it in more than one pass.
+double reference_unscale_and_clip(std::vector<torch::Tensor>& grads, double scale, double max_norm) {
+  std::vector<torch::Tensor> params;
+  for (auto& g : grads) {
+    g.div_(scale);
+    auto p = torch::zeros_like(g).requires_grad_();
+    p.mutable_grad() = g;
+    params.push_back(p);
+  }
+  return torch::nn::utils::clip_grad_norm_(params, max_norm);
+}
+
+}  // namespace
+
+TEST_CASE("the global norm matches LibTorch's", "[fast][precision]") {
+  const auto grads = scaled_gradients(1.0);
+  std::vector<torch::Tensor> norms;
+  for (const auto& g : grads) norms.push_back(g.norm());
+  const double expected = torch::stack(norms).norm().item<double>();
+  CHECK(global_l2_norm(grads) == Approx(expected).epsilon(1e-6));
+}
+
+TEST_CASE("unscale and clip in one pass equal division then clip_grad_norm_", "[fast][precision]") {
+  const double scale = 32768.0;
+  for (double max_norm : {1.0, 1e6, 0.0}) {
+    CAPTURE(max_norm);
+    auto grads = scaled_gradients(scale);
+    auto expected = clones(grads);
+    const GradientCheck check = unscale_check_and_clip(grads, scale, max_norm);
+    REQUIRE_FALSE(check.nonfinite);
+    if (max_norm > 0) {
+      const double reference_norm = reference_unscale_and_clip(expected, scale, max_norm);
+      CHECK(check.norm == Approx(reference_norm).epsilon(1e-6));
+    } else {
+      for (auto& g : expected) g.div_(scale);
+    }
+    for (size_t i = 0; i < grads.size(); ++i) CHECK(torch::allclose(grads[i], expected[i], 1e-6, 1e-9));
+  }
+  // 1.0 clips these gradients (norm ~ 480); 1e6 leaves them at the unscaled values.
+  auto grads = scaled_gradients(scale);
+  CHECK(unscale_check_and_clip(grads, scale, 1.0).norm > 1.0);
+  CHECK(global_l2_norm(grads) == Approx(1.0).epsilon(1e-5));
+}
+
+TEST_CASE("a single Inf or NaN anywhere is found and the gradients are left alone", "[fast][precision]") {
+  for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    for (size_t which : {0u, 1u, 3u}) {
+      CAPTURE(bad, which);
+      auto grads = scaled_gradients(1024.0);
+      grads[which].view(-1)[grads[which].numel() - 1].fill_(bad);
+      const auto before = clones(grads);
+      CHECK(unscale_check_and_clip(grads, 1024.0, 1.0).nonfinite);
+      CHECK(torch::allclose(grads[0], before[0], 0.0, 0.0, /*equal_nan=*/true));
+    }
+  }
+}
+
+TEST_CASE("large finite gradients are not mistaken for an overflow", "[fast][precision]") {
+  // Squares of 1e30 overflow FP32 (3.4e38) but not the double sum.
+  std::vector<torch::Tensor> grads = {torch::full({1000}, 1e30f)};
+  const GradientCheck check = unscale_check_and_clip(grads, 1.0, 0.0);
+  CHECK_FALSE(check.nonfinite);
+  CHECK(check.norm == Approx(1e30 * std::sqrt(1000.0)).epsilon(1e-6));
+}
+
+TEST_CASE("only dense FP32 CPU gradients take the single pass", "[fast][precision]") {
+  CHECK(single_pass_applies({torch::ones({4}), torch::ones({2, 3}).t()}));
+  CHECK_FALSE(single_pass_applies({torch::ones({4}), torch::ones({4}, torch::kBFloat16)}));
+  CHECK_FALSE(single_pass_applies({torch::ones({4, 4}).slice(1, 0, 2)}));
+}
