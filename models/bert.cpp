@@ -121,10 +121,11 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   const torch::Tensor v = split_heads(value_->forward(x));
   torch::Tensor probs;
   {
-    // The product runs in the compute dtype; scaling, masking and the softmax always in FP32.
-    torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
+    // The product runs in the compute dtype; scaling, masking and the softmax always in FP32. One add does the
+    // widening, the 1/sqrt(d) scaling and the mask (mask + scale * scores, promoted to FP32) in a single pass.
+    const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
     precision::Fp32Scope fp32(x.device().type());
-    scores = scores.to(torch::kFloat).mul(1.0 / std::sqrt(static_cast<double>(head_dim))) + mask_bias;
+    const torch::Tensor scores = torch::add(mask_bias, products, 1.0 / std::sqrt(static_cast<double>(head_dim)));
     probs = maybe_dropout(torch::softmax(scores, -1), dropout_, is_training());
   }
   torch::Tensor context = torch::matmul(probs.to(v.scalar_type()), v);  // (B, h, S, d)
