@@ -126,3 +126,41 @@ TEST_CASE("channels_last keeps the same function: same weights, same logits, NHW
   const torch::Tensor x = torch::randn({2, 3, 32, 32});
   CHECK(torch::allclose(nhwc->forward(x), nchw->forward(x), /*rtol=*/1e-4, /*atol=*/1e-5));
 }
+
+TEST_CASE("1x1 convolutions over small channels-last images, run as matmuls, match the convolutions", "[fast][models]") {
+  // At 64 px resnet50's layer3 runs at 4 x 4 and layer4 at 2 x 2, where channels-last 1x1 convolutions become one
+  // matrix product each (FP32 at 2 x 2, BF16 up to 7 x 7); the NCHW twin convolves throughout.
+  ModelConfig config;
+  config.name = "resnet50";
+  torch::manual_seed(5);
+  Model nchw = build_model(config, image_shape(3, 64, 10), mpt::precision::ModulePolicy());
+  config.resnet.channels_last = true;
+  torch::manual_seed(5);
+  Model nhwc = build_model(config, image_shape(3, 64, 10), mpt::precision::ModulePolicy());
+  const torch::Tensor x = torch::randn({2, 3, 64, 64});
+
+  // Logits and a layer4 1x1 weight's gradient; eval mode, as training-mode batch norm over 2 x 2 x 2 values
+  // would amplify every rounding difference.
+  auto run = [&](Model& model, torch::ScalarType dtype) {
+    model->eval();
+    model->zero_grad();
+    torch::Tensor out;
+    {
+      mpt::precision::AutocastScope autocast(torch::kCPU, dtype);
+      out = model->forward(x);
+    }
+    out.to(torch::kFloat).square().sum().backward();
+    return std::make_pair(out.to(torch::kFloat), model->named_parameters()["layer4.0.conv1.weight"].grad().contiguous().clone());
+  };
+  auto relative = [](const torch::Tensor& a, const torch::Tensor& b) { return ((a - b).norm() / b.norm()).item<double>(); };
+  const auto [reference_logits, reference_grad] = run(nchw, torch::kFloat);
+  const auto [logits, grad] = run(nhwc, torch::kFloat);
+  CHECK(relative(logits, reference_logits) < 1e-5);
+  CHECK(relative(grad, reference_grad) < 1e-4);
+  // In BF16 both paths round; the matmul path must be no further from FP32 than the convolutions are.
+  const auto [conv_logits, conv_grad] = run(nchw, torch::kBFloat16);
+  const auto [matmul_logits, matmul_grad] = run(nhwc, torch::kBFloat16);
+  CHECK(relative(matmul_logits, reference_logits) < 1.5 * relative(conv_logits, reference_logits) + 1e-3);
+  INFO("conv " << relative(conv_grad, reference_grad) << " matmul " << relative(matmul_grad, reference_grad));
+  CHECK(relative(matmul_grad, reference_grad) < 1.5 * relative(conv_grad, reference_grad) + 1e-3);
+}
