@@ -121,8 +121,9 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   const torch::Tensor v = split_heads(value_->forward(x));
   torch::Tensor probs;
   {
-    // The product runs in the compute dtype; scaling, masking and the softmax always in FP32. One add does the
-    // widening, the 1/sqrt(d) scaling and the mask (mask + scale * scores, promoted to FP32) in a single pass.
+    // The product runs in the compute dtype; scaling, masking and the softmax always in FP32. One add (mask +
+    // scale * scores, promoted to FP32) does the widening, the 1/sqrt(d) scaling and the mask: LibTorch widens the
+    // BF16 scores in one copy and adds in a second pass, where to(), mul() and + took three (and three nodes).
     const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
     precision::Fp32Scope fp32(x.device().type());
     const torch::Tensor scores = torch::add(mask_bias, products, 1.0 / std::sqrt(static_cast<double>(head_dim)));
