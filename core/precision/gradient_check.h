@@ -2,8 +2,9 @@
 // Inf/NaN, clip their global norm. Done as separate tensor ops this reads every gradient three times (the sum
 // of the overflow check, LibTorch's norm, the clip's multiply) and writes it twice (unscale, clip). Here one read
 // computes the global L2 norm of the still-scaled gradients, which answers both questions: it is non-finite
-// exactly when an element is Inf or NaN (squares are summed in double, which no finite FP32 gradient overflows),
-// and divided by the scale it is the norm clipping needs. One write then applies a single factor, clip / scale,
+// exactly when an element is Inf or NaN (squares are summed in FP32 blocks joined in double, and a block whose
+// FP32 sum is not finite is summed again in double, so no finite FP32 gradient reads as an overflow), and
+// divided by the scale it is the norm clipping needs. One write then applies a single factor, clip / scale,
 // and none is needed when that factor is 1.
 #pragma once
 
