@@ -53,32 +53,55 @@ torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& 
   return dist::sync_batch_norm(norm, low_precision_eval ? x.to(norm.weight.scalar_type()) : x, group);
 }
 
-// The largest H x W at which a 1x1 convolution runs faster as a matrix product, by the dtype the product will
-// run in. Measured forward + backward here (LibTorch 1.13, 2 threads, channels-last): oneDNN 2.6's BF16
-// convolution reaches 94-165 GFLOP/s at 2 x 2 px, 338-471 at 4 x 4 and 555-576 at 7 x 7, where the same
-// product as a BF16 matmul runs at 428-443, 504-666 and 608-631; at 8 x 8 they tie and from 14 x 14 the
-// convolution wins. In FP32 the matmul (OpenBLAS) wins clearly only at 2 x 2 (211 vs 85 GFLOP/s); at 4 x 4 it
-// won by 7-12% alone but made ResNet-50's FP32 step at 112 px (layer4 at 4 x 4) 4-7% slower, so FP32 stops at 2 x 2.
-int64_t max_matmul_pixels(torch::ScalarType dtype) { return dtype == torch::kFloat ? 2 * 2 : 7 * 7; }
+// oneDNN 2.6's CPU convolutions (LibTorch 1.13) are slowest on small images, where the same products as one
+// matrix multiplication run several times faster. Forward + backward measured here (2 threads, channels-last):
+// - 1x1: BF16 convolution 94-165 GFLOP/s at 2 x 2 px, 338-471 at 4 x 4, 555-576 at 7 x 7, against 428-443,
+//   504-666 and 608-631 as a matmul; a tie at 8 x 8, the convolution wins from 14 x 14. In FP32 (OpenBLAS) the
+//   matmul wins clearly only at 2 x 2 (211 vs 85); at 4 x 4 it won alone by 7-12% but made ResNet-50's FP32 step
+//   at 112 px (layer4 at 4 x 4) 4-7% slower.
+// - 3x3 (as a product of the 9 shifted views, "im2col"), by output size: BF16 138 vs 312 GFLOP/s at 2 x 2,
+//   119 vs 291 strided 4 x 4 -> 2 x 2, 334-414 vs 346-508 at 4 x 4; from 7 x 7 the convolution wins. FP32 wins
+//   at 2 x 2 (109 vs 164) and loses at 4 x 4.
+int64_t max_pointwise_pixels(torch::ScalarType dtype) { return dtype == torch::kFloat ? 2 * 2 : 7 * 7; }
+int64_t max_patch_pixels(torch::ScalarType dtype) { return dtype == torch::kFloat ? 2 * 2 : 4 * 4; }
 
-// A 1x1 stride-1 convolution over a small channels-last image as one (B*H*W, C_in) x (C_in, C_out) product:
-// channels-last memory already is that matrix, so neither side is copied. ResNet-50's layer3 and layer4 run at
-// 2 x 2 to 7 x 7 px for 64-224 px inputs. CPU only: cuDNN has its own algorithms for these shapes.
+// A convolution as (B*H_out*W_out, k*k*C_in) x (k*k*C_in, C_out) for small channels-last images, where that is
+// faster (above); conv() pads k / 2. A channels-last (B, C, H, W) tensor already is the (B*H*W, C) matrix, so a
+// 1x1 stride-1 convolution needs no copy (a strided one copies every s-th pixel); a 3x3 one stacks its 9 shifted,
+// strided views of the padded image.
+// CPU only: cuDNN has its own algorithms for these shapes.
 torch::Tensor conv_forward(torch::nn::Conv2d& conv, const torch::Tensor& x) {
   const auto& options = conv->options;
-  const bool pointwise = (*options.kernel_size())[0] == 1 && (*options.kernel_size())[1] == 1 &&
-                         (*options.stride())[0] == 1 && (*options.stride())[1] == 1 && options.groups() == 1 &&
-                         !conv->bias.defined();
-  if (!pointwise || !x.device().is_cpu() || x.dim() != 4 || !x.is_contiguous(torch::MemoryFormat::ChannelsLast))
+  const int64_t kernel = (*options.kernel_size())[0], stride = (*options.stride())[0];
+  const bool plain = (*options.kernel_size())[1] == kernel && (*options.stride())[1] == stride &&
+                     (*options.dilation())[0] == 1 && (*options.dilation())[1] == 1 && options.groups() == 1 &&
+                     !conv->bias.defined() && (kernel == 1 || kernel == 3);
+  if (!plain || !x.device().is_cpu() || x.dim() != 4 || !x.is_contiguous(torch::MemoryFormat::ChannelsLast))
     return conv->forward(x);
   const torch::ScalarType dtype =
       compat::autocast_enabled(torch::kCPU) ? compat::autocast_dtype(torch::kCPU) : x.scalar_type();
-  const int64_t batch = x.size(0), in = x.size(1), height = x.size(2), width = x.size(3);
-  if (height * width > max_matmul_pixels(dtype)) return conv->forward(x);
-  const int64_t out = options.out_channels();
-  const torch::Tensor pixels = x.permute({0, 2, 3, 1}).reshape({-1, in});                      // (B*H*W, C_in), a view
-  const torch::Tensor y = torch::matmul(pixels, conv->weight.reshape({out, in}).t());          // (B*H*W, C_out)
-  return y.view({batch, height, width, out}).permute({0, 3, 1, 2});  // (B, C_out, H, W), channels-last
+  const int64_t batch = x.size(0), in = x.size(1), out = options.out_channels();
+  const int64_t height = (x.size(2) + 2 * (kernel / 2) - kernel) / stride + 1;
+  const int64_t width = (x.size(3) + 2 * (kernel / 2) - kernel) / stride + 1;
+  const torch::Tensor image = x.permute({0, 2, 3, 1});  // (B, H, W, C_in), a view
+  torch::Tensor rows;                                    // (B*H_out*W_out, k*k*C_in)
+  if (kernel == 1 && height * width <= max_pointwise_pixels(dtype)) {
+    rows = (stride == 1 ? image : image.slice(1, 0, x.size(2), stride).slice(2, 0, x.size(3), stride)).reshape({-1, in});
+  } else if (kernel == 3 && height * width <= max_patch_pixels(dtype)) {
+    const torch::Tensor padded = torch::constant_pad_nd(image, {0, 0, 1, 1, 1, 1});  // (B, H+2, W+2, C_in)
+    std::vector<torch::Tensor> shifted;
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        shifted.push_back(padded.slice(1, i, i + (height - 1) * stride + 1, stride)
+                              .slice(2, j, j + (width - 1) * stride + 1, stride));  // (B, H_out, W_out, C_in)
+    rows = torch::stack(shifted, 3).reshape({-1, 9 * in});  // (B, H_out, W_out, 9, C_in) as rows
+  } else {
+    return conv->forward(x);
+  }
+  // The weight as (C_out, k, k, C_in) rows, the patches' order.
+  const torch::Tensor weight = conv->weight.permute({0, 2, 3, 1}).reshape({out, kernel * kernel * in});
+  const torch::Tensor y = torch::matmul(rows, weight.t());             // (B*H_out*W_out, C_out)
+  return y.view({batch, height, width, out}).permute({0, 3, 1, 2});  // (B, C_out, H_out, W_out), channels-last
 }
 
 }  // namespace
@@ -119,7 +142,7 @@ torch::Tensor ResidualBlockImpl::forward(const torch::Tensor& x) {
   }
   torch::Tensor identity = x;
   if (downsample_conv_) {
-    identity = downsample_conv_->forward(x);
+    identity = conv_forward(downsample_conv_, x);
     identity = downsample_runner_(
         identity, [&](const torch::Tensor& h) { return batch_norm(*downsample_norm_, h, *norm_group_); });
   }

@@ -127,9 +127,10 @@ TEST_CASE("channels_last keeps the same function: same weights, same logits, NHW
   CHECK(torch::allclose(nhwc->forward(x), nchw->forward(x), /*rtol=*/1e-4, /*atol=*/1e-5));
 }
 
-TEST_CASE("1x1 convolutions over small channels-last images, run as matmuls, match the convolutions", "[fast][models]") {
-  // At 64 px resnet50's layer3 runs at 4 x 4 and layer4 at 2 x 2, where channels-last 1x1 convolutions become one
-  // matrix product each (FP32 at 2 x 2, BF16 up to 7 x 7); the NCHW twin convolves throughout.
+TEST_CASE("convolutions over small channels-last images, run as matmuls, match the convolutions", "[fast][models]") {
+  // At 64 px resnet50's layer3 runs at 4 x 4 and layer4 at 2 x 2, where channels-last 1x1 and 3x3 convolutions
+  // (strided ones and the downsample too) become one matrix product each (FP32 at 2 x 2 outputs, BF16 up to
+  // 7 x 7 for 1x1 and 4 x 4 for 3x3); the NCHW twin convolves throughout.
   ModelConfig config;
   config.name = "resnet50";
   torch::manual_seed(5);
@@ -150,7 +151,11 @@ TEST_CASE("1x1 convolutions over small channels-last images, run as matmuls, mat
       out = model->forward(x);
     }
     out.to(torch::kFloat).square().sum().backward();
-    return std::make_pair(out.to(torch::kFloat), model->named_parameters()["layer4.0.conv1.weight"].grad().contiguous().clone());
+    std::vector<torch::Tensor> grads;  // a 1x1, a strided 3x3 (4 x 4 -> 2 x 2), a 3x3 at 2 x 2, a downsample
+    for (const char* name : {"layer4.0.conv1.weight", "layer4.0.conv2.weight", "layer4.1.conv2.weight",
+                             "layer4.0.downsample.0.weight"})
+      grads.push_back(model->named_parameters()[name].grad().contiguous().view(-1));
+    return std::make_pair(out.to(torch::kFloat), torch::cat(grads));
   };
   auto relative = [](const torch::Tensor& a, const torch::Tensor& b) { return ((a - b).norm() / b.norm()).item<double>(); };
   const auto [reference_logits, reference_grad] = run(nchw, torch::kFloat);
