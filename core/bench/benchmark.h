@@ -37,7 +37,7 @@ struct BenchResult {
   double peak_flops = 0.0;  // measured n=2048 GEMM in peak_dtype
   double mfu = 0.0;
   int64_t peak_memory_bytes = 0;  // peak RSS of the process before the GEMM probe
-  std::vector<OpTime> ops;        // per timed step, largest self time first; only with profile_ops
+  std::vector<OpTime> ops;        // calls and times per timed step, largest self time first; only with profile_ops
 };
 
 // `c` is a resolved spec's config; its data.batch_size is the batch measured.
