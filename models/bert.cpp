@@ -23,6 +23,35 @@ torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
   return p > 0 ? models::dropout(x, p, training) : x;
 }
 
+// x W^T + b through ATen's linear. The C++ frontend's Linear::forward splits a 3-D input into matmul and `+=
+// bias`, so autocast casts only the matmul's operands and the in-place add of the FP32 bias widens the whole
+// BF16 output to FP32 and narrows it back (two extra passes over every projection's output). at::linear is one
+// op to autocast: the bias is cast with the weight and the add stays in the compute dtype.
+torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return torch::linear(x, layer->weight, layer->bias);
+}
+
+// The MLM decoder, h E^T + b with E the tied word embeddings, as one autograd node whose weight gradient is
+// computed as grad^T h: a contiguous (V, H) tensor of its own, into which autograd adds the lookup's sparse
+// gradient in place. Through addmm(b, h, E^T) LibTorch 1.13 returns the transpose of h^T grad, which cannot
+// take an in-place add, so the sum became a dense (V, H) add against the grain (94 MB each way for bert-base).
+struct TiedDecoderFunction : public torch::autograd::Function<TiedDecoderFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h,
+                               const torch::Tensor& embedding, const torch::Tensor& bias) {
+    ctx->save_for_backward({h, embedding});
+    return torch::addmm(bias, h, embedding.t());  // (N, V)
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &h = saved[0], &embedding = saved[1], &grad = grad_outputs[0];
+    return {ctx->needs_input_grad(0) ? grad.mm(embedding) : torch::Tensor(),
+            ctx->needs_input_grad(1) ? grad.t().mm(h) : torch::Tensor(),
+            ctx->needs_input_grad(2) ? grad.sum(0) : torch::Tensor()};
+  }
+};
+
 // A LayerNorm through its runner: in FP32 when the policy keeps it there (the default), otherwise in the input's
 // dtype with the affine parameters cast to match (LayerNorm has no mixed-dtype kernel).
 torch::Tensor layer_norm_through(const precision::ModuleRunner& runner, const torch::nn::LayerNorm& norm,
@@ -116,9 +145,9 @@ BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePo
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias) {
   const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2), head_dim = hidden / heads_;
   auto split_heads = [&](const torch::Tensor& t) { return t.view({batch, seq, heads_, head_dim}).transpose(1, 2); };
-  const torch::Tensor q = split_heads(query_->forward(x));  // (B, h, S, d)
-  const torch::Tensor k = split_heads(key_->forward(x));
-  const torch::Tensor v = split_heads(value_->forward(x));
+  const torch::Tensor q = split_heads(project(query_, x));  // (B, h, S, d)
+  const torch::Tensor k = split_heads(project(key_, x));
+  const torch::Tensor v = split_heads(project(value_, x));
   torch::Tensor probs;
   {
     // The product runs in the compute dtype; scaling, masking and the softmax always in FP32. One add (mask +
@@ -131,9 +160,9 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   }
   torch::Tensor context = torch::matmul(probs.to(v.scalar_type()), v);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)
-  torch::Tensor attended = maybe_dropout(attention_out_->forward(context), dropout_, is_training()) + x;
+  torch::Tensor attended = maybe_dropout(project(attention_out_, context), dropout_, is_training()) + x;
   attended = layer_norm_through(attention_norm_runner_, attention_norm_, attended);
-  torch::Tensor out = output_->forward(torch::gelu(intermediate_->forward(attended)));  // (B, S, 4H) -> (B, S, H)
+  torch::Tensor out = project(output_, torch::gelu(project(intermediate_, attended)));  // (B, S, 4H) -> (B, S, H)
   out = maybe_dropout(out, dropout_, is_training()) + attended;
   return layer_norm_through(output_norm_runner_, output_norm_, out);
 }
@@ -167,12 +196,16 @@ torch::Tensor BertModelImpl::forward(const torch::Tensor& ids) {
 
 torch::Tensor BertModelImpl::pool(const torch::Tensor& hidden) {
   MPT_CHECK(pooler_, "this BERT has no pooler");
-  return torch::tanh(pooler_->forward(hidden.select(1, 0)));  // the [CLS] state: (B, H)
+  return torch::tanh(project(pooler_, hidden.select(1, 0)));  // the [CLS] state: (B, H)
 }
 
 BertForMaskedLmImpl::BertForMaskedLmImpl(const BertConfig& config, const precision::ModulePolicy& policy)
     : config_(config) {
   bert_ = register_module("bert", BertModel(config, /*with_pooler=*/false, policy, "bert"));
+  // The lookup's gradient touches only the B*S rows in the batch. As a sparse tensor, autograd adds it in place
+  // into the decoder's dense gradient of the same tied matrix, where a dense one costs a zeroed (V, H) buffer and
+  // a (V, H) add per step (94 MB each for bert-base). The weight's .grad stays dense: the decoder's part is.
+  bert_->embeddings->word_embeddings->options.sparse(true);
   auto cls = register_module("cls", NamedScope());
   auto predictions = cls->register_module("predictions", NamedScope());
   auto transform = predictions->register_module("transform", NamedScope());
@@ -187,9 +220,9 @@ BertForMaskedLmImpl::BertForMaskedLmImpl(const BertConfig& config, const precisi
 
 torch::Tensor BertForMaskedLmImpl::head(const torch::Tensor& hidden) {
   return head_runner_(hidden, [&](const torch::Tensor& x) {
-    const torch::Tensor h = layer_norm_through(transform_norm_runner_, transform_norm_, torch::gelu(transform_->forward(x)));  // (N, H)
+    const torch::Tensor h = layer_norm_through(transform_norm_runner_, transform_norm_, torch::gelu(project(transform_, x)));  // (N, H)
     const torch::Tensor& embedding = bert_->embeddings->word_embeddings->weight;
-    return torch::nn::functional::linear(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
+    return TiedDecoderFunction::apply(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
   });
 }
 

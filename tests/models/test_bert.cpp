@@ -124,6 +124,33 @@ TEST_CASE("BERT presets follow Google's sizes", "[fast][models]") {
   CHECK_THROWS_WITH(bert_preset("bert-huge"), Catch::Contains("unknown BERT size"));
 }
 
+TEST_CASE("masked-LM: the tied word embeddings get one dense gradient, the same as with a dense lookup gradient",
+          "[fast][models]") {
+  torch::manual_seed(3);
+  Model mlm = bert("bert-tiny", "mlm", 0, 1000);
+  auto& lookup = *mlm->named_modules()["bert.embeddings.word_embeddings"]->as<torch::nn::EmbeddingImpl>();
+  REQUIRE(lookup.options.sparse());  // the lookup's part is sparse and added in place into the decoder's
+  torch::Tensor ids = torch::randint(5, 40, {3, 16}, torch::kLong);  // repeated tokens
+  ids[1][14] = ids[1][15] = 0;                                         // and [PAD]
+  torch::Tensor targets = torch::full({3, 16}, -100, torch::kLong);
+  targets[0][3] = 7, targets[2][11] = 9, targets[1][0] = 11, targets[1][5] = 7;
+  auto gradient = [&] {
+    for (auto& p : mlm->parameters()) p.mutable_grad() = torch::Tensor();
+    const Prediction prediction = mlm->predict(ids, targets);
+    torch::nn::functional::cross_entropy(prediction.logits, prediction.targets).backward();
+    return lookup.weight.grad();
+  };
+  const torch::Tensor with_sparse_lookup = gradient();
+  REQUIRE(with_sparse_lookup.defined());
+  CHECK(!with_sparse_lookup.is_sparse());
+  lookup.options.sparse(false);
+  const torch::Tensor with_dense_lookup = gradient();
+  CHECK(torch::allclose(with_sparse_lookup, with_dense_lookup, /*rtol=*/1e-5, /*atol=*/1e-7));
+  // Both parts are in it: rows of looked-up tokens that are never predicted get the lookup's gradient too.
+  CHECK(with_dense_lookup[ids[0][0].item<int64_t>()].abs().sum().item<double>() >
+        with_dense_lookup[999].abs().sum().item<double>());
+}
+
 TEST_CASE("masked-LM predicts only at targeted positions; classification gives one row per sequence",
           "[fast][models]") {
   torch::manual_seed(0);
