@@ -160,10 +160,10 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   }
   torch::Tensor context = torch::matmul(probs.to(v.scalar_type()), v);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)
-  torch::Tensor attended = maybe_dropout(project(attention_out_, context), dropout_, is_training()) + x;
+  torch::Tensor attended = dropout_add(project(attention_out_, context), x, dropout_, is_training());
   attended = layer_norm_through(attention_norm_runner_, attention_norm_, attended);
   torch::Tensor out = project(output_, torch::gelu(project(intermediate_, attended)));  // (B, S, 4H) -> (B, S, H)
-  out = maybe_dropout(out, dropout_, is_training()) + attended;
+  out = dropout_add(out, attended, dropout_, is_training());
   return layer_norm_through(output_norm_runner_, output_norm_, out);
 }
 

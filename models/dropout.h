@@ -12,4 +12,12 @@ namespace mpt::models {
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training; x itself otherwise.
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
 
+// residual + dropout(y, p, training) in one pass on CPU, for the residual connection after a projection. With y
+// BF16/FP16 and the residual FP32 (autocast), the unfused form rounds y * mask to BF16, widens it to FP32 in a
+// copy and adds in a third pass, and backward runs a cast and a multiply; here forward reads y and the residual
+// once and backward writes y's gradient once (the mask is recomputed from its seed, not stored). The result has
+// the residual's dtype and equals dropout(y) + residual for FP32 y under the same torch seed. Other devices,
+// layouts and dtypes take the unfused form.
+torch::Tensor dropout_add(const torch::Tensor& y, const torch::Tensor& residual, double p, bool training);
+
 }  // namespace mpt::models

@@ -27,3 +27,47 @@ TEST_CASE("dropout keeps 1 - p of the elements, scaled, reproducibly, with the m
   CHECK(torch::allclose(x.grad(), (y.detach() / x.detach()).nan_to_num(0.0), 1e-5, 1e-6));  // grad = mask * 2
   CHECK(torch::equal(mpt::models::dropout(x, 0.5, /*training=*/false), x));
 }
+
+TEST_CASE("dropout_add is residual + dropout(y): the same mask as dropout, its gradient, BF16 y into FP32",
+          "[fast][models]") {
+  using mpt::models::dropout_add;
+  auto dropout = [](const torch::Tensor& x, double p, bool training) { return mpt::models::dropout(x, p, training); };
+  torch::manual_seed(4);
+  const torch::Tensor residual = torch::randn({8, 16, 96}).requires_grad_();
+  const torch::Tensor y = torch::randn({8, 16, 96}).requires_grad_();
+  const torch::Tensor upstream = torch::randn({8, 16, 96});
+
+  torch::manual_seed(5);
+  const torch::Tensor fused = dropout_add(y, residual, 0.3, /*training=*/true);
+  fused.backward(upstream);
+  const torch::Tensor fused_grad_y = y.grad().clone(), fused_grad_residual = residual.grad().clone();
+  y.mutable_grad() = torch::Tensor(), residual.mutable_grad() = torch::Tensor();
+  torch::manual_seed(5);
+  const torch::Tensor reference = dropout(y, 0.3, true) + residual;
+  reference.backward(upstream);
+  CHECK(torch::equal(fused, reference));  // FP32: the same mask, the same arithmetic
+  CHECK(torch::equal(fused_grad_y, y.grad()));
+  CHECK(torch::equal(fused_grad_residual, residual.grad()));
+  const double dropped = fused_grad_y.eq(0).to(torch::kDouble).mean().item<double>();
+  CHECK(dropped == Approx(0.3).margin(0.03));
+
+  // BF16 y (a projection under autocast) into the FP32 residual stream: FP32 result, BF16 gradient for y. The
+  // fused form widens y exactly and never rounds y * mask to BF16, so it is at least as close to FP32 math.
+  const torch::Tensor y16 = y.detach().to(torch::kBFloat16).requires_grad_();
+  torch::manual_seed(5);
+  const torch::Tensor mixed = dropout_add(y16, residual, 0.3, true);
+  REQUIRE(mixed.scalar_type() == torch::kFloat);
+  mixed.backward(upstream);
+  REQUIRE(y16.grad().scalar_type() == torch::kBFloat16);
+  torch::manual_seed(5);
+  const torch::Tensor exact = dropout(y16.detach().to(torch::kFloat), 0.3, true) + residual.detach();
+  CHECK(torch::allclose(mixed, exact, /*rtol=*/1e-6, /*atol=*/1e-6));
+  CHECK(torch::equal(y16.grad(), fused_grad_y.to(torch::kBFloat16)));  // rounded once, to nearest even
+
+  CHECK(torch::equal(dropout_add(y, residual, 0.3, /*training=*/false), y + residual));
+  // A broadcast residual is not fusable and takes dropout(y) + residual.
+  torch::manual_seed(6);
+  const torch::Tensor broadcast = dropout_add(y, residual[0], 0.3, true);
+  torch::manual_seed(6);
+  CHECK(torch::equal(broadcast, dropout(y, 0.3, true) + residual[0]));
+}
