@@ -6,6 +6,7 @@
 
 #include "core/common/error.h"
 #include "core/precision/autocast.h"
+#include "models/attention_scores.h"
 #include "models/dropout.h"
 
 namespace mpt::models {
@@ -150,15 +151,15 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   const torch::Tensor v = split_heads(project(value_, x));
   torch::Tensor probs;
   {
-    // The product runs in the compute dtype; scaling, masking and the softmax always in FP32. One add (mask +
-    // scale * scores, promoted to FP32) does the widening, the 1/sqrt(d) scaling and the mask: LibTorch widens the
-    // BF16 scores in one copy and adds in a second pass, where to(), mul() and + took three (and three nodes).
+    // The product runs in the compute dtype; scaling, masking and the softmax always in FP32. masked_scores
+    // widens, scales and masks in one pass; dropout_to drops and narrows the probabilities back to the compute
+    // dtype for the second product in one more (unfused, the two ends took five passes and four nodes).
     const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
     precision::Fp32Scope fp32(x.device().type());
-    const torch::Tensor scores = torch::add(mask_bias, products, 1.0 / std::sqrt(static_cast<double>(head_dim)));
-    probs = maybe_dropout(torch::softmax(scores, -1), dropout_, is_training());
+    const torch::Tensor scores = masked_scores(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(head_dim)));
+    probs = dropout_to(torch::softmax(scores, -1), dropout_, is_training(), v.scalar_type());
   }
-  torch::Tensor context = torch::matmul(probs.to(v.scalar_type()), v);  // (B, h, S, d)
+  torch::Tensor context = torch::matmul(probs, v);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)
   torch::Tensor attended = dropout_add(project(attention_out_, context), x, dropout_, is_training());
   attended = layer_norm_through(attention_norm_runner_, attention_norm_, attended);

@@ -1,6 +1,8 @@
 // Counter-based dropout (see dropout.h).
 #include "models/dropout.h"
 
+#include "models/bf16_bits.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
@@ -11,6 +13,10 @@
 
 namespace mpt::models {
 namespace {
+
+using bf16::bits;
+using bf16::store;
+using bf16::widen;
 
 // SplitMix64's finaliser: consecutive inputs give independent, uniformly distributed outputs.
 inline uint64_t mix(uint64_t z) {
@@ -40,24 +46,6 @@ void fill_mask_as(torch::Tensor& mask, uint64_t seed, uint64_t threshold, double
   });
 }
 
-// Widening and narrowing BF16 by hand, so the loops below vectorise (a BF16 is the top half of an FP32).
-inline float widen(uint16_t bits) {
-  const uint32_t word = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &word, sizeof(value));
-  return value;
-}
-
-inline uint16_t narrow(float value) {  // round to nearest even; NaN stays NaN (a select, not a branch)
-  uint32_t word;
-  std::memcpy(&word, &value, sizeof(word));
-  const uint32_t rounded = (word + 0x7fffU + ((word >> 16) & 1U)) >> 16;
-  const uint32_t quiet_nan = (word >> 16) | 0x40U;
-  return static_cast<uint16_t>((word & 0x7fffffffU) > 0x7f800000U ? quiet_nan : rounded);
-}
-
-inline float widen(float value) { return value; }
-
 // The fused loops work in chunks: first the chunk's mask as FP32 factors (scale or 0) in a stack buffer, then the
 // arithmetic. One loop doing both ran 7x slower, as the vectoriser packs the 64-bit hash lanes down to 32-bit
 // float lanes element by element.
@@ -81,19 +69,16 @@ __attribute__((target_clones("arch=cooperlake", "avx2", "default"))) void dropou
   }
 }
 
-// grad_y = factor * grad, in y's dtype: FP32 (float) or BF16 (uint16_t bits, rounded once).
-inline void store(float* out, float value) { *out = value; }
-inline void store(uint16_t* out, float value) { *out = narrow(value); }
-
-template <typename Y>
-__attribute__((target_clones("arch=cooperlake", "avx2", "default"))) void dropout_backward(
-    const float* __restrict grad, Y* __restrict grad_y, int64_t begin, int64_t end, uint64_t seed,
-    uint64_t threshold, float scale) {
+// out = factor * in, converted: FP32 (float) or BF16 (uint16_t bits, widened exactly, narrowed once to nearest).
+template <typename In, typename Out>
+__attribute__((target_clones("arch=cooperlake", "avx2", "default"))) void scale_kept(
+    const In* __restrict in, Out* __restrict out, int64_t begin, int64_t end, uint64_t seed, uint64_t threshold,
+    float scale) {
   alignas(64) float factors[kChunk];
   for (int64_t first = begin; first < end; first += kChunk) {
     const int64_t n = std::min(kChunk, end - first);
     fill_factors(factors, first, n, seed, threshold, scale);
-    for (int64_t j = 0; j < n; ++j) store(&grad_y[first + j], factors[j] * grad[first + j]);
+    for (int64_t j = 0; j < n; ++j) store(&out[first + j], factors[j] * widen(in[first + j]));
   }
 }
 
@@ -110,56 +95,86 @@ uint64_t next_mask_seed() { return draw_seed() * 0x9e3779b97f4a7c15ULL; }
 
 constexpr int64_t kGrain = 1 << 14;
 
-struct DropoutAddFunction : public torch::autograd::Function<DropoutAddFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& y,
-                               const torch::Tensor& residual, double p) {
-    const uint64_t seed = next_mask_seed(), threshold = keep_threshold(p);
-    const auto scale = static_cast<float>(1.0 / (1.0 - p));
+// One call's mask: drawn in forward, kept in the autograd context (three numbers) and recomputed in backward.
+struct Mask {
+  uint64_t seed, threshold;
+  float scale;
+
+  static Mask draw(double p) {
+    return {next_mask_seed(), keep_threshold(p), static_cast<float>(1.0 / (1.0 - p))};
+  }
+  void save(torch::autograd::AutogradContext* ctx) const {
     ctx->saved_data["seed"] = static_cast<int64_t>(seed);
     ctx->saved_data["threshold"] = static_cast<int64_t>(threshold);
     ctx->saved_data["scale"] = static_cast<double>(scale);
+  }
+  static Mask load(torch::autograd::AutogradContext* ctx) {
+    return {static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+            static_cast<uint64_t>(ctx->saved_data["threshold"].toInt()),
+            static_cast<float>(ctx->saved_data["scale"].toDouble())};
+  }
+};
+
+// mask * in as a new contiguous tensor of dtype `out_dtype`; in and out are each FP32 or BF16.
+torch::Tensor apply_mask(const torch::Tensor& in, torch::ScalarType out_dtype, const Mask& mask) {
+  torch::Tensor out = torch::empty(in.sizes(), in.options().dtype(out_dtype));
+  auto run = [&](const auto* from, auto* to) {
+    at::parallel_for(0, in.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      scale_kept(from, to, begin, end, mask.seed, mask.threshold, mask.scale);
+    });
+  };
+  const bool in_bf16 = in.scalar_type() == torch::kBFloat16, out_bf16 = out_dtype == torch::kBFloat16;
+  if (in_bf16 && out_bf16) run(bits(in), bits(out));
+  else if (in_bf16) run(bits(in), out.data_ptr<float>());
+  else if (out_bf16) run(in.data_ptr<float>(), bits(out));
+  else run(in.data_ptr<float>(), out.data_ptr<float>());
+  return out;
+}
+
+bool fp32_or_bf16(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
+}
+
+struct DropoutAddFunction : public torch::autograd::Function<DropoutAddFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& y,
+                               const torch::Tensor& residual, double p) {
+    const Mask mask = Mask::draw(p);
+    mask.save(ctx);
     ctx->saved_data["y_dtype"] = static_cast<int64_t>(y.scalar_type());
     torch::Tensor out = torch::empty_like(residual);
-    const float* r = residual.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    if (y.scalar_type() == torch::kBFloat16) {
-      const auto* in = reinterpret_cast<const uint16_t*>(y.data_ptr<at::BFloat16>());
+    auto run = [&](const auto* in) {
       at::parallel_for(0, out.numel(), kGrain, [&](int64_t begin, int64_t end) {
-        dropout_add_forward<uint16_t>(in, r, o, begin, end, seed, threshold, scale);
+        dropout_add_forward(in, residual.data_ptr<float>(), out.data_ptr<float>(), begin, end, mask.seed,
+                            mask.threshold, mask.scale);
       });
-    } else {
-      const float* in = y.data_ptr<float>();
-      at::parallel_for(0, out.numel(), kGrain, [&](int64_t begin, int64_t end) {
-        dropout_add_forward<float>(in, r, o, begin, end, seed, threshold, scale);
-      });
-    }
+    };
+    if (y.scalar_type() == torch::kBFloat16) run(bits(y));
+    else run(y.data_ptr<float>());
     return out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const torch::Tensor grad = grad_outputs[0].contiguous();
-    const auto seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
-    const auto threshold = static_cast<uint64_t>(ctx->saved_data["threshold"].toInt());
-    const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     const auto y_dtype = static_cast<torch::ScalarType>(ctx->saved_data["y_dtype"].toInt());
-    torch::Tensor grad_y;
-    if (ctx->needs_input_grad(0)) {
-      grad_y = torch::empty(grad.sizes(), grad.options().dtype(y_dtype));
-      const float* g = grad.data_ptr<float>();
-      if (y_dtype == torch::kBFloat16) {
-        auto* out = reinterpret_cast<uint16_t*>(grad_y.data_ptr<at::BFloat16>());
-        at::parallel_for(0, grad.numel(), kGrain, [&](int64_t begin, int64_t end) {
-          dropout_backward<uint16_t>(g, out, begin, end, seed, threshold, scale);
-        });
-      } else {
-        float* out = grad_y.data_ptr<float>();
-        at::parallel_for(0, grad.numel(), kGrain, [&](int64_t begin, int64_t end) {
-          dropout_backward<float>(g, out, begin, end, seed, threshold, scale);
-        });
-      }
-    }
-    return {grad_y, ctx->needs_input_grad(1) ? grad : torch::Tensor(), torch::Tensor()};
+    return {ctx->needs_input_grad(0) ? apply_mask(grad, y_dtype, Mask::load(ctx)) : torch::Tensor(),
+            ctx->needs_input_grad(1) ? grad : torch::Tensor(), torch::Tensor()};
+  }
+};
+
+struct DropoutCastFunction : public torch::autograd::Function<DropoutCastFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, double p,
+                               torch::ScalarType dtype) {
+    const Mask mask = Mask::draw(p);
+    mask.save(ctx);
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    return apply_mask(x, dtype, mask);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    return {apply_mask(grad_outputs[0].contiguous(), x_dtype, Mask::load(ctx)), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -169,10 +184,18 @@ torch::Tensor dropout_add(const torch::Tensor& y, const torch::Tensor& residual,
   if (!training || p <= 0.0) return y + residual;
   const bool fusable = y.device().is_cpu() && residual.device().is_cpu() && p < 1.0 &&
                        residual.scalar_type() == torch::kFloat &&
-                       (y.scalar_type() == torch::kFloat || y.scalar_type() == torch::kBFloat16) &&
+                       fp32_or_bf16(y) &&
                        y.sizes() == residual.sizes() && y.is_contiguous() && residual.is_contiguous();
   if (!fusable) return models::dropout(y, p, training) + residual;
   return DropoutAddFunction::apply(y, residual, p);
+}
+
+torch::Tensor dropout_to(const torch::Tensor& x, double p, bool training, torch::ScalarType dtype) {
+  if (!training || p <= 0.0) return x.to(dtype);
+  const bool fusable = x.device().is_cpu() && p < 1.0 && x.is_contiguous() && fp32_or_bf16(x) &&
+                       (dtype == torch::kFloat || dtype == torch::kBFloat16);
+  if (!fusable) return models::dropout(x, p, training).to(dtype);
+  return DropoutCastFunction::apply(x, p, dtype);
 }
 
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {

@@ -20,4 +20,9 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
 // layouts and dtypes take the unfused form.
 torch::Tensor dropout_add(const torch::Tensor& y, const torch::Tensor& residual, double p, bool training);
 
+// dropout(x, p, training).to(dtype) in one pass on CPU, for attention probabilities computed in FP32 and
+// multiplied in BF16: one read of x, one write of the result, and in backward one pass back to x's dtype.
+// Same mask as dropout under the same torch seed. Other devices, layouts and dtypes take the unfused form.
+torch::Tensor dropout_to(const torch::Tensor& x, double p, bool training, torch::ScalarType dtype);
+
 }  // namespace mpt::models

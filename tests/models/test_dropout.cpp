@@ -71,3 +71,30 @@ TEST_CASE("dropout_add is residual + dropout(y): the same mask as dropout, its g
   torch::manual_seed(6);
   CHECK(torch::equal(broadcast, dropout(y, 0.3, true) + residual[0]));
 }
+
+TEST_CASE("dropout_to is dropout(x).to(dtype) in one pass: the same mask, values and gradient", "[fast][models]") {
+  auto dropout = [](const torch::Tensor& x, double p, bool training) { return mpt::models::dropout(x, p, training); };
+  torch::manual_seed(7);
+  const torch::Tensor x = torch::rand({4, 3, 32, 32}).requires_grad_();  // softmax-like probabilities
+  const torch::Tensor upstream = torch::randn({4, 3, 32, 32}).to(torch::kBFloat16);
+
+  torch::manual_seed(8);
+  const torch::Tensor fused = mpt::models::dropout_to(x, 0.1, /*training=*/true, torch::kBFloat16);
+  REQUIRE(fused.scalar_type() == torch::kBFloat16);
+  fused.backward(upstream);
+  const torch::Tensor fused_grad = x.grad().clone();
+  x.mutable_grad() = torch::Tensor();
+  torch::manual_seed(8);
+  const torch::Tensor reference = dropout(x, 0.1, true).to(torch::kBFloat16);
+  reference.backward(upstream);
+  CHECK(torch::equal(fused, reference));
+  REQUIRE(fused_grad.scalar_type() == torch::kFloat);
+  CHECK(torch::equal(fused_grad, x.grad()));
+  CHECK(fused.eq(0).to(torch::kDouble).mean().item<double>() == Approx(0.1).margin(0.01));
+
+  CHECK(torch::equal(mpt::models::dropout_to(x, 0.1, /*training=*/false, torch::kBFloat16), x.to(torch::kBFloat16)));
+  torch::manual_seed(9);
+  const torch::Tensor same_dtype = mpt::models::dropout_to(x, 0.1, true, torch::kFloat);
+  torch::manual_seed(9);
+  CHECK(torch::equal(same_dtype, dropout(x, 0.1, true)));
+}
