@@ -151,9 +151,11 @@ TEST_CASE("convolutions over small channels-last images, run as matmuls, match t
       out = model->forward(x);
     }
     out.to(torch::kFloat).square().sum().backward();
-    std::vector<torch::Tensor> grads;  // a 1x1, a strided 3x3 (4 x 4 -> 2 x 2), a 3x3 at 2 x 2, a downsample
+    // A 1x1, a strided 3x3 (4 x 4 -> 2 x 2), a 3x3 at 2 x 2, a downsample; and the 1x1s before a 3x3 at 2 x 2
+    // and at 4 x 4, whose gradients pass back through the 3x3's patches.
+    std::vector<torch::Tensor> grads;
     for (const char* name : {"layer4.0.conv1.weight", "layer4.0.conv2.weight", "layer4.1.conv2.weight",
-                             "layer4.0.downsample.0.weight"})
+                             "layer4.0.downsample.0.weight", "layer4.1.conv1.weight", "layer3.5.conv1.weight"})
       grads.push_back(model->named_parameters()[name].grad().contiguous().view(-1));
     return std::make_pair(out.to(torch::kFloat), torch::cat(grads));
   };
