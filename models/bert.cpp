@@ -6,6 +6,7 @@
 
 #include "core/common/error.h"
 #include "core/precision/autocast.h"
+#include "core/precision/compat.h"
 #include "models/attention_scores.h"
 #include "models/dropout.h"
 
@@ -52,6 +53,13 @@ struct TiedDecoderFunction : public torch::autograd::Function<TiedDecoderFunctio
             ctx->needs_input_grad(2) ? grad.sum(0) : torch::Tensor()};
   }
 };
+
+// x as autocast would pass it to a projection: in the autocast dtype when autocast is on for its device.
+torch::Tensor compute_input(const torch::Tensor& x) {
+  const torch::DeviceType device = x.device().type();
+  if (x.scalar_type() != torch::kFloat || !compat::autocast_enabled(device)) return x;
+  return x.to(compat::autocast_dtype(device));
+}
 
 // A LayerNorm through its runner: in FP32 when the policy keeps it there (the default), otherwise in the input's
 // dtype with the affine parameters cast to match (LayerNorm has no mixed-dtype kernel).
@@ -146,9 +154,13 @@ BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePo
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias) {
   const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2), head_dim = hidden / heads_;
   auto split_heads = [&](const torch::Tensor& t) { return t.view({batch, seq, heads_, head_dim}).transpose(1, 2); };
-  const torch::Tensor q = split_heads(project(query_, x));  // (B, h, S, d)
-  const torch::Tensor k = split_heads(project(key_, x));
-  const torch::Tensor v = split_heads(project(value_, x));
+  // Q, K and V read the same FP32 input; under autocast each projection would cast it on its own (three casts
+  // forward, three back and an FP32 sum of their gradients). Cast once: backward sums the three BF16/FP16
+  // gradients in that dtype, one more rounding of values that each GEMM has already rounded to it.
+  const torch::Tensor input = compute_input(x);
+  const torch::Tensor q = split_heads(project(query_, input));  // (B, h, S, d)
+  const torch::Tensor k = split_heads(project(key_, input));
+  const torch::Tensor v = split_heads(project(value_, input));
   torch::Tensor probs;
   {
     // The product runs in the compute dtype; scaling, masking and the softmax always in FP32. masked_scores

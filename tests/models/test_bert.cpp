@@ -1,6 +1,7 @@
 // BERT: Hugging Face's parameter counts and state-dict names, forward shapes, padding and the FP32 islands.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <set>
 
 #include "core/precision/autocast.h"
@@ -192,6 +193,33 @@ TEST_CASE("under BF16 autocast BERT's heads give FP32 logits; without the policy
     CHECK(mlm->predict(ids, targets).logits.scalar_type() == expected);
     CHECK(classifier->forward(ids).scalar_type() == expected);
   }
+}
+
+TEST_CASE("under BF16 autocast BERT's gradients stay close to FP32's, through the attention to the embeddings",
+          "[fast][models]") {
+  torch::manual_seed(11);
+  Model mlm = bert("bert-tiny", "mlm", 0, 1000);
+  const torch::Tensor ids = torch::randint(5, 1000, {4, 16}, torch::kLong);
+  torch::Tensor targets = torch::full({4, 16}, -100, torch::kLong);
+  for (int64_t i = 0; i < 4; ++i) targets[i][2 * i + 1] = 10 + i;
+  auto gradients = [&](bool bf16) {
+    mlm->zero_grad();
+    {
+      std::optional<mpt::precision::AutocastScope> autocast;
+      if (bf16) autocast.emplace(torch::kCPU, torch::kBFloat16);
+      const Prediction prediction = mlm->predict(ids, targets);
+      torch::nn::functional::cross_entropy(prediction.logits, prediction.targets).backward();
+    }
+    std::vector<torch::Tensor> grads;
+    for (const char* name : {"bert.encoder.layer.0.attention.self.query.weight",
+                             "bert.encoder.layer.0.attention.self.value.weight",
+                             "bert.embeddings.LayerNorm.weight", "bert.embeddings.position_embeddings.weight"})
+      grads.push_back(mlm->named_parameters()[name].grad().view(-1));
+    return torch::cat(grads);
+  };
+  const torch::Tensor fp32 = gradients(false), bf16 = gradients(true);
+  REQUIRE(bf16.scalar_type() == torch::kFloat);
+  CHECK(((bf16 - fp32).norm() / fp32.norm()).item<double>() < 0.05);
 }
 
 TEST_CASE("BERT MACs: encoder projections, attention and feed-forward, plus the masked positions' head",
