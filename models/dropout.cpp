@@ -182,10 +182,9 @@ struct DropoutCastFunction : public torch::autograd::Function<DropoutCastFunctio
 
 torch::Tensor dropout_add(const torch::Tensor& y, const torch::Tensor& residual, double p, bool training) {
   if (!training || p <= 0.0) return y + residual;
-  const bool fusable = y.device().is_cpu() && residual.device().is_cpu() && p < 1.0 &&
-                       residual.scalar_type() == torch::kFloat &&
-                       fp32_or_bf16(y) &&
-                       y.sizes() == residual.sizes() && y.is_contiguous() && residual.is_contiguous();
+  const bool fusable = y.device().is_cpu() && residual.device().is_cpu() && p < 1.0 && fp32_or_bf16(y) &&
+                       residual.scalar_type() == torch::kFloat && y.sizes() == residual.sizes() &&
+                       y.is_contiguous() && residual.is_contiguous();
   if (!fusable) return models::dropout(y, p, training) + residual;
   return DropoutAddFunction::apply(y, residual, p);
 }
