@@ -88,7 +88,7 @@ struct PatchRowsFunction : public torch::autograd::Function<PatchRowsFunction> {
     const int64_t stride = ctx->saved_data["stride"].toInt(), height = ctx->saved_data["height"].toInt();
     const int64_t width = ctx->saved_data["width"].toInt();
     const std::vector<int64_t> size = ctx->saved_data["image_size"].toIntVector();
-    const torch::Tensor grad = grad_outputs[0].view({size[0], height, width, 9, size[3]});
+    const torch::Tensor grad = grad_outputs[0].reshape({size[0], height, width, 9, size[3]});
     torch::Tensor grad_padded = torch::zeros({size[0], size[1] + 2, size[2] + 2, size[3]}, grad.options());
     for (int64_t i = 0; i < 3; ++i)
       for (int64_t j = 0; j < 3; ++j)
