@@ -70,7 +70,7 @@ struct MaskedScoresFunction : public torch::autograd::Function<MaskedScoresFunct
 torch::Tensor masked_scores(const torch::Tensor& products, const torch::Tensor& mask_bias, double scale) {
   const bool fusable =
       products.device().is_cpu() && products.dim() == 4 && products.is_contiguous() &&
-      (products.scalar_type() == torch::kFloat || products.scalar_type() == torch::kBFloat16) &&
+      bf16::fp32_or_bf16(products) &&
       mask_bias.device().is_cpu() && mask_bias.scalar_type() == torch::kFloat && mask_bias.is_contiguous() &&
       !mask_bias.requires_grad() &&
       mask_bias.sizes() == torch::IntArrayRef({products.size(0), 1, 1, products.size(3)});

@@ -30,6 +30,11 @@ inline uint16_t narrow(float value) {
 inline void store(float* out, float value) { *out = value; }
 inline void store(uint16_t* out, float value) { *out = narrow(value); }
 
+// The dtypes these loops take: FP32 and BF16.
+inline bool fp32_or_bf16(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
+}
+
 inline const uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); }
 inline uint16_t* bits(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
 

@@ -15,8 +15,11 @@ namespace mpt::models {
 namespace {
 
 using bf16::bits;
+using bf16::fp32_or_bf16;
 using bf16::store;
 using bf16::widen;
+
+constexpr int64_t kGrain = 1 << 14;  // elements per parallel_for task
 
 // SplitMix64's finaliser: consecutive inputs give independent, uniformly distributed outputs.
 inline uint64_t mix(uint64_t z) {
@@ -41,7 +44,7 @@ void fill_mask_as(torch::Tensor& mask, uint64_t seed, uint64_t threshold, double
   Bits keep;
   std::memcpy(&keep, &value, sizeof(keep));
   auto* out = reinterpret_cast<Bits*>(mask.data_ptr<Scalar>());
-  at::parallel_for(0, mask.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, mask.numel(), kGrain, [&](int64_t begin, int64_t end) {
     fill_mask<Bits>(out, begin, end, seed, threshold, keep);
   });
 }
@@ -93,8 +96,6 @@ uint64_t keep_threshold(double p) { return static_cast<uint64_t>((1.0 - p) * 184
 
 uint64_t next_mask_seed() { return draw_seed() * 0x9e3779b97f4a7c15ULL; }
 
-constexpr int64_t kGrain = 1 << 14;
-
 // One call's mask: drawn in forward, kept in the autograd context (three numbers) and recomputed in backward.
 struct Mask {
   uint64_t seed, threshold;
@@ -129,10 +130,6 @@ torch::Tensor apply_mask(const torch::Tensor& in, torch::ScalarType out_dtype, c
   else if (out_bf16) run(in.data_ptr<float>(), bits(out));
   else run(in.data_ptr<float>(), out.data_ptr<float>());
   return out;
-}
-
-bool fp32_or_bf16(const torch::Tensor& t) {
-  return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
 }
 
 struct DropoutAddFunction : public torch::autograd::Function<DropoutAddFunction> {
