@@ -3,7 +3,7 @@
 
 #include <ATen/Parallel.h>
 
-#include "models/bf16_bits.h"
+#include "core/common/bf16_bits.h"
 
 namespace mpt::models {
 namespace {

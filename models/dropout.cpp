@@ -1,7 +1,7 @@
 // Counter-based dropout (see dropout.h).
 #include "models/dropout.h"
 
-#include "models/bf16_bits.h"
+#include "core/common/bf16_bits.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/common/bf16_bits.h"
+
 namespace mpt::precision {
 namespace {
 
@@ -17,26 +19,48 @@ constexpr int64_t kBlock = 4096;  // elements squared and summed in FP32 before 
 // Squares summed in FP32 over one block: four accumulators of 16 floats (GCC vector types, so each target clone
 // uses its widest registers), each lane summing at most 64 squares, so the rounding error stays near FP32's
 // epsilon. A square overflows FP32 only for |x| > 1.8e19; such a block is summed again in double.
+// BF16 gradients (the master-weights strategy's) are widened on the fly: a BF16 is the top half of an FP32.
 typedef float Floats16 __attribute__((vector_size(64)));
+typedef uint16_t Halves16 __attribute__((vector_size(32)));
+typedef uint32_t Words16 __attribute__((vector_size(64)));
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) float block_sum_of_squares(const float* __restrict x,
-                                                                                        int64_t count) {
+// (Loaded through a reference: a 64-byte vector returned by value would change the baseline clone's ABI.)
+[[gnu::always_inline]] inline void load16(const float* x, Floats16& v) { std::memcpy(&v, x, sizeof(v)); }
+[[gnu::always_inline]] inline void load16(const uint16_t* x, Floats16& v) {
+  Halves16 h;
+  std::memcpy(&h, x, sizeof(h));
+  const Words16 words = __builtin_convertvector(h, Words16) << 16;
+  std::memcpy(&v, &words, sizeof(v));
+}
+
+template <typename Element>
+[[gnu::always_inline]] inline float block_sum(const Element* __restrict x, int64_t count) {
   Floats16 acc[4] = {};
   int64_t i = 0;
   for (; i + 64 <= count; i += 64) {
     for (int a = 0; a < 4; ++a) {
       Floats16 v;
-      std::memcpy(&v, x + i + 16 * a, sizeof(v));
+      load16(x + i + 16 * a, v);
       acc[a] += v * v;
     }
   }
   float total = 0.0f;
-  for (; i < count; ++i) total += x[i] * x[i];
+  for (; i < count; ++i) total += bf16::widen(x[i]) * bf16::widen(x[i]);
   for (int l = 0; l < 16; ++l) total += (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
   return total;
 }
 
-double sum_of_squares(const float* x, int64_t count) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) float block_sum_of_squares(const float* __restrict x,
+                                                                                        int64_t count) {
+  return block_sum(x, count);
+}
+__attribute__((target_clones("avx512f", "avx2", "default"))) float block_sum_of_squares(const uint16_t* __restrict x,
+                                                                                        int64_t count) {
+  return block_sum(x, count);
+}
+
+template <typename Element>
+double sum_of_squares(const Element* x, int64_t count) {
   double total = 0.0;
   for (int64_t begin = 0; begin < count; begin += kBlock) {
     const int64_t n = std::min(kBlock, count - begin);
@@ -44,17 +68,20 @@ double sum_of_squares(const float* x, int64_t count) {
     if (std::isfinite(block)) {
       total += block;
     } else {  // Inf/NaN in the block, or squares past FP32's range: the double sum tells which
-      for (int64_t i = begin; i < begin + n; ++i) total += static_cast<double>(x[i]) * x[i];
+      for (int64_t i = begin; i < begin + n; ++i) {
+        const double value = bf16::widen(x[i]);
+        total += value * value;
+      }
     }
   }
   return total;
 }
 
-double tensor_sum_of_squares(const torch::Tensor& grad) {
-  const float* data = grad.data_ptr<float>();
+template <typename Element>
+double sum_of_squares_parallel(const Element* data, int64_t count) {
   std::mutex mutex;
   double total = 0.0;
-  at::parallel_for(0, grad.numel(), kGrain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
     const double part = sum_of_squares(data + begin, end - begin);
     std::lock_guard<std::mutex> lock(mutex);
     total += part;
@@ -62,11 +89,16 @@ double tensor_sum_of_squares(const torch::Tensor& grad) {
   return total;
 }
 
+double tensor_sum_of_squares(const torch::Tensor& grad) {
+  if (grad.scalar_type() == torch::kBFloat16) return sum_of_squares_parallel(bf16::bits(grad), grad.numel());
+  return sum_of_squares_parallel(grad.data_ptr<float>(), grad.numel());
+}
+
 }  // namespace
 
 bool single_pass_applies(const std::vector<torch::Tensor>& grads) {
   for (const auto& grad : grads)
-    if (!grad.device().is_cpu() || grad.scalar_type() != torch::kFloat || grad.is_sparse() ||
+    if (!grad.device().is_cpu() || !bf16::fp32_or_bf16(grad) || grad.is_sparse() ||
         !grad.is_non_overlapping_and_dense())
       return false;
   return true;
@@ -78,7 +110,7 @@ double global_l2_norm(const std::vector<torch::Tensor>& grads) {
   return std::sqrt(total);
 }
 
-GradientCheck unscale_check_and_clip(const std::vector<torch::Tensor>& grads, double scale, double max_norm) {
+GradientCheck check_gradients(const std::vector<torch::Tensor>& grads, double scale, double max_norm) {
   GradientCheck check;
   const double scaled_norm = global_l2_norm(grads);
   if (!std::isfinite(scaled_norm)) {
@@ -86,13 +118,18 @@ GradientCheck unscale_check_and_clip(const std::vector<torch::Tensor>& grads, do
     return check;
   }
   check.norm = scaled_norm / scale;
-  double factor = 1.0 / scale;
+  check.factor = 1.0 / scale;
   if (max_norm > 0) {
     const double clip = max_norm / (check.norm + 1e-6);
-    if (clip < 1.0) factor *= clip;
+    if (clip < 1.0) check.factor *= clip;
   }
-  if (factor != 1.0)
-    for (const auto& grad : grads) grad.mul_(factor);
+  return check;
+}
+
+GradientCheck unscale_check_and_clip(const std::vector<torch::Tensor>& grads, double scale, double max_norm) {
+  const GradientCheck check = check_gradients(grads, scale, max_norm);
+  if (!check.nonfinite && check.factor != 1.0)
+    for (const auto& grad : grads) grad.mul_(check.factor);
   return check;
 }
 

@@ -5,7 +5,8 @@
 // exactly when an element is Inf or NaN (squares are summed in FP32 blocks joined in double, and a block whose
 // FP32 sum is not finite is summed again in double, so no finite FP32 gradient reads as an overflow), and
 // divided by the scale it is the norm clipping needs. One write then applies a single factor, clip / scale,
-// and none is needed when that factor is 1.
+// and none is needed when that factor is 1, or when the update applies it as it reads the gradients
+// (check_gradients: the fused master-weights step, whose gradients are BF16).
 #pragma once
 
 #include <torch/torch.h>
@@ -17,11 +18,15 @@ namespace mpt::precision {
 struct GradientCheck {
   bool nonfinite = false;  // some element is Inf/NaN: skip the step (the gradients are left as they were)
   double norm = 0.0;       // the unscaled gradients' global L2 norm before clipping (when finite)
+  double factor = 1.0;     // what the gradients are multiplied by: 1 / scale, times the clip factor when below 1
 };
 
-// Whether unscale_check_and_clip can take these gradients: dense FP32 CPU tensors. (CUDA has LibTorch's fused
+// Whether these functions can take the gradients: dense FP32 or BF16 CPU tensors. (CUDA has LibTorch's fused
 // unscale-and-check kernel instead.)
 bool single_pass_applies(const std::vector<torch::Tensor>& grads);
+
+// The check alone: reads the gradients once and returns what unscale_check_and_clip would apply, writing nothing.
+GradientCheck check_gradients(const std::vector<torch::Tensor>& grads, double scale, double max_norm);
 
 // Divides every gradient by `scale` and, when max_norm > 0, scales them down to a global norm of at most max_norm
 // (LibTorch's clip_grad_norm_ rule: factor max_norm / (norm + 1e-6) when below 1), unless an element is Inf/NaN.

@@ -89,8 +89,35 @@ TEST_CASE("large finite gradients are not mistaken for an overflow", "[fast][pre
   CHECK(check.norm == Approx(1e30 * std::sqrt(1000.0)).epsilon(1e-6));
 }
 
-TEST_CASE("only dense FP32 CPU gradients take the single pass", "[fast][precision]") {
-  CHECK(single_pass_applies({torch::ones({4}), torch::ones({2, 3}).t()}));
-  CHECK_FALSE(single_pass_applies({torch::ones({4}), torch::ones({4}, torch::kBFloat16)}));
+TEST_CASE("only dense FP32 or BF16 CPU gradients take the single pass", "[fast][precision]") {
+  CHECK(single_pass_applies({torch::ones({4}), torch::ones({2, 3}).t(), torch::ones({4}, torch::kBFloat16)}));
+  CHECK_FALSE(single_pass_applies({torch::ones({4}), torch::ones({4}, torch::kHalf)}));
   CHECK_FALSE(single_pass_applies({torch::ones({4, 4}).slice(1, 0, 2)}));
+  CHECK_FALSE(single_pass_applies({torch::ones({4, 4}).to_sparse()}));
+}
+
+TEST_CASE("BF16 gradients are checked as their exact FP32 values, and check_gradients writes nothing",
+          "[fast][precision]") {
+  const double scale = 32768.0;
+  std::vector<torch::Tensor> bf16, widened;
+  for (const auto& g : scaled_gradients(scale)) {
+    bf16.push_back(g.to(torch::kBFloat16));
+    widened.push_back(bf16.back().to(torch::kFloat));  // BF16 -> FP32 is exact
+  }
+  CHECK(global_l2_norm(bf16) == global_l2_norm(widened));
+  const auto before = clones(bf16);
+  const GradientCheck check = check_gradients(bf16, scale, 1.0);
+  const GradientCheck applied = unscale_check_and_clip(widened, scale, 1.0);
+  CHECK_FALSE(check.nonfinite);
+  CHECK(check.norm == applied.norm);
+  CHECK(check.factor < 1.0 / scale);  // clipped: a norm of ~480 down to 1
+  for (size_t i = 0; i < bf16.size(); ++i) {
+    CHECK(bf16[i].equal(before[i]));
+    // The factor is what the one-pass write applied.
+    CHECK(torch::allclose(before[i].to(torch::kFloat) * check.factor, widened[i], 1e-6, 0.0));
+  }
+
+  // An Inf in a BF16 tail (past the last full vector of a block) is found.
+  bf16[1].view(-1)[12].fill_(std::numeric_limits<float>::infinity());
+  CHECK(check_gradients(bf16, scale, 0.0).nonfinite);
 }

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace mpt::models::bf16 {
+namespace mpt::bf16 {
 
 inline float widen(uint16_t bits) {
   const uint32_t word = static_cast<uint32_t>(bits) << 16;
@@ -38,4 +38,4 @@ inline bool fp32_or_bf16(const torch::Tensor& t) {
 inline const uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); }
 inline uint16_t* bits(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
 
-}  // namespace mpt::models::bf16
+}  // namespace mpt::bf16
