@@ -14,6 +14,14 @@ namespace mpt::precision {
 
 using NamedTensors = torch::OrderedDict<std::string, torch::Tensor>;
 
+// One parameter under master_weights: the model's (BF16/FP16, holding the gradient after backward) and its FP32
+// master (the optimizer's); an FP32 island parameter is its own master.
+struct MasterPair {
+  torch::Tensor model_param;
+  torch::Tensor master;
+  bool shared;  // an FP32 island parameter: the same tensor
+};
+
 class MasterWeights {
  public:
   // Casts every parameter of `model` outside the policy's FP32 islands and its norm layers to `dtype` in place,
@@ -21,17 +29,14 @@ class MasterWeights {
   MasterWeights(torch::nn::Module& model, const ModulePolicy& policy, torch::ScalarType dtype);
 
   const NamedTensors& masters() const { return masters_; }  // FP32, named like the model's parameters
+  const std::vector<MasterPair>& pairs() const { return pairs_; }
 
+  // The copies around an optimizer step, which train::step_masters (fused_optimizers.h) does without on the CPU.
   void grads_to_masters();  // after backward: FP32 copies of the model's low-precision gradients
   void masters_to_model();  // after an optimizer step or a checkpoint load
 
  private:
-  struct Pair {
-    torch::Tensor model_param;
-    torch::Tensor master;
-    bool shared;  // an FP32 island parameter: the same tensor
-  };
-  std::vector<Pair> pairs_;
+  std::vector<MasterPair> pairs_;
   NamedTensors masters_;
 };
 

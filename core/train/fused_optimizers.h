@@ -5,9 +5,20 @@
 // exp_avg_sq; SGDParamState: momentum_buffer), options and serialisation, so checkpoints are unchanged, and update
 // FP32 CPU parameters in one fused loop on all threads; anything else (CUDA, other dtypes, amsgrad) takes the base
 // class's step.
+//
+// The trainer steps them through step_masters, which takes the whole step between the gradient check and the
+// next forward in one pass: each gradient is unscaled and clipped by one factor as it is read, so no pass writes
+// the gradients first. Under precision.strategy = master_weights each FP32 master reads its BF16 model
+// parameter's gradient and writes its new value, rounded, into that parameter; the unfused path copies every
+// gradient to FP32 before the step and every master back after it: two more passes over the weights, and an FP32
+// gradient per parameter held at once. Otherwise each parameter is its own master.
 #pragma once
 
 #include <torch/torch.h>
+
+#include <vector>
+
+#include "core/precision/master_weights.h"
 
 namespace mpt::train {
 
@@ -28,5 +39,16 @@ class FusedSgd : public torch::optim::SGD {
   using torch::optim::SGD::SGD;
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
+
+// Whether step_masters can step `optimizer` (a FusedAdam, FusedAdamW or FusedSgd over the masters of `pairs`)
+// with the gradients as they are now: CPU, FP32 or BF16 model parameters, each gradient dense and laid out like
+// its master.
+bool can_step_masters(torch::optim::Optimizer& optimizer, const std::vector<precision::MasterPair>& pairs);
+
+// The optimizer step in one pass (see above); `grad_factor` is GradientCheck::factor, applied to every gradient
+// as it is read. The gradients are left as they are, and a master of a BF16 parameter gets none. Needs
+// can_step_masters.
+void step_masters(torch::optim::Optimizer& optimizer, const std::vector<precision::MasterPair>& pairs,
+                  double grad_factor);
 
 }  // namespace mpt::train

@@ -1,10 +1,14 @@
 // mpt's fused Adam/AdamW/SGD against LibTorch's: the same weights and state step after step, and each one's state
-// loads into the other (checkpoints written before and after the change stay interchangeable).
+// loads into the other (checkpoints written before and after the change stay interchangeable). Under
+// master_weights, the one-pass step_masters against the copies it replaces.
 #include <catch2/catch.hpp>
 
 #include <sstream>
 
+#include "core/precision/autocast.h"
+#include "core/precision/gradient_check.h"
 #include "core/train/fused_optimizers.h"
+#include "models/mlp.h"
 
 namespace {
 
@@ -108,4 +112,112 @@ TEST_CASE("the fused optimizers take NHWC weights, and state saved in another la
   }
   step_both(adam_expected, adam_actual, adam_reference, adam_fused, 3);
   CHECK(torch::allclose(adam_actual[0], adam_expected[0], 1e-5, 1e-5));
+}
+
+namespace {
+
+// An MLP under master_weights: BF16 hidden layers, an FP32 head (an island, its own master).
+struct MasterModel {
+  std::shared_ptr<mpt::models::MlpImpl> model;
+  std::unique_ptr<mpt::precision::MasterWeights> master;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+
+  template <typename Optimizer, typename Options>
+  static MasterModel make(const Options& options) {
+    torch::manual_seed(21);
+    mpt::models::MlpConfig config;
+    config.in_features = 40;
+    config.hidden_sizes = {300, 70};  // 12,000 and 21,000 elements: more than one parallel task each
+    config.num_classes = 5;
+    const mpt::precision::ModulePolicy policy(std::vector<std::string>{"head"});
+    MasterModel m;
+    m.model = std::make_shared<mpt::models::MlpImpl>(config, policy);
+    m.master = std::make_unique<mpt::precision::MasterWeights>(*m.model, policy, torch::kBFloat16);
+    m.optimizer = std::make_unique<Optimizer>(m.master->masters().values(), options);
+    return m;
+  }
+
+  // Forward and backward of a loss scaled by `scale`, leaving BF16 gradients on the model.
+  void backward(int step, double scale) {
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+    torch::manual_seed(100 + step);
+    const torch::Tensor inputs = torch::randn({16, 40}), targets = torch::randint(5, {16});
+    torch::Tensor logits;
+    {
+      mpt::precision::AutocastScope autocast(torch::kCPU, torch::kBFloat16);
+      logits = model->forward(inputs);
+    }
+    (torch::nn::functional::cross_entropy(logits.to(torch::kFloat), targets) * scale).backward();
+  }
+};
+
+template <typename Optimizer, typename Options>
+void check_step_masters_matches_copies(const Options& options, double max_norm) {
+  const double scale = 1024.0;
+  MasterModel copies = MasterModel::make<Optimizer>(options), fused = MasterModel::make<Optimizer>(options);
+  for (int step = 1; step <= 6; ++step) {
+    // The unfused path: FP32 gradient copies, unscale and clip them, step, copy the masters back.
+    copies.backward(step, scale);
+    copies.master->grads_to_masters();
+    std::vector<torch::Tensor> master_grads;
+    for (auto& p : copies.master->masters().values()) master_grads.push_back(p.grad());
+    REQUIRE_FALSE(mpt::precision::unscale_check_and_clip(master_grads, scale, max_norm).nonfinite);
+    copies.optimizer->step();
+    copies.master->masters_to_model();
+
+    // One read of the BF16 gradients, then one pass.
+    fused.backward(step, scale);
+    REQUIRE(mpt::train::can_step_masters(*fused.optimizer, fused.master->pairs()));
+    std::vector<torch::Tensor> model_grads;
+    for (auto& p : fused.model->parameters()) model_grads.push_back(p.grad());
+    const auto check = mpt::precision::check_gradients(model_grads, scale, max_norm);
+    REQUIRE_FALSE(check.nonfinite);
+    mpt::train::step_masters(*fused.optimizer, fused.master->pairs(), check.factor);
+  }
+  const auto expected = copies.master->masters(), actual = fused.master->masters();
+  for (const auto& item : expected) {
+    const torch::Tensor& got = actual[item.key()];
+    INFO(item.key() << ": max |difference| " << (got - item.value()).abs().max().item<double>());
+    CHECK(torch::allclose(got, item.value(), 1e-6, 1e-7));
+  }
+  // The model's BF16 weights are the masters rounded, as masters_to_model would write them.
+  int low_precision = 0;
+  for (const auto& pair : fused.master->pairs()) {
+    if (pair.shared) continue;  // the FP32 head: its own master, updated in place
+    ++low_precision;
+    CHECK_FALSE(pair.master.grad().defined());  // no FP32 gradient copy was made
+    CHECK(pair.model_param.scalar_type() == torch::kBFloat16);
+    CHECK(pair.model_param.equal(pair.master.to(torch::kBFloat16)));
+  }
+  CHECK(low_precision == 4);  // two hidden layers' weights and biases
+  // The masters' optimizer state is keyed as the unfused step keys it: a checkpoint holds the same.
+  CHECK(fused.optimizer->state().size() == copies.optimizer->state().size());
+}
+
+}  // namespace
+
+TEST_CASE("step_masters equals the gradient copies, unscale, clip, step and copy back it replaces",
+          "[fast][train]") {
+  using namespace torch::optim;
+  check_step_masters_matches_copies<mpt::train::FusedAdam>(AdamOptions(0.01), /*max_norm=*/0.0);
+  check_step_masters_matches_copies<mpt::train::FusedAdam>(AdamOptions(0.01).weight_decay(0.1), 0.5);
+  check_step_masters_matches_copies<mpt::train::FusedAdamW>(AdamWOptions(0.01).weight_decay(0.05), 0.5);
+  check_step_masters_matches_copies<mpt::train::FusedSgd>(SGDOptions(0.05).momentum(0.9).weight_decay(5e-4), 0.5);
+  check_step_masters_matches_copies<mpt::train::FusedSgd>(SGDOptions(0.05), 0.0);
+}
+
+TEST_CASE("step_masters declines what its loop cannot take", "[fast][train]") {
+  MasterModel m = MasterModel::make<mpt::train::FusedAdam>(torch::optim::AdamOptions(0.01));
+  m.backward(1, 1.0);
+  CHECK(mpt::train::can_step_masters(*m.optimizer, m.master->pairs()));
+  // LibTorch's own Adam has no such step.
+  torch::optim::Adam plain(m.master->masters().values(), torch::optim::AdamOptions(0.01));
+  CHECK_FALSE(mpt::train::can_step_masters(plain, m.master->pairs()));
+  // AMSGrad keeps a state the loop does not.
+  mpt::train::FusedAdam amsgrad(m.master->masters().values(), torch::optim::AdamOptions(0.01).amsgrad(true));
+  CHECK_FALSE(mpt::train::can_step_masters(amsgrad, m.master->pairs()));
+  // A gradient laid out unlike its master.
+  torch::Tensor& grad = m.model->named_parameters()["hidden.0.weight"].mutable_grad();
+  grad = grad.t().contiguous().t();
+  CHECK_FALSE(mpt::train::can_step_masters(*m.optimizer, m.master->pairs()));
 }
