@@ -13,6 +13,7 @@
 #include "core/common/stats.h"
 #include "core/precision/autocast.h"
 #include "core/precision/gradient_check.h"
+#include "core/train/fused_optimizers.h"
 #include "core/train/optimizer.h"
 
 namespace mpt::train {
@@ -20,6 +21,13 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Without master_weights the optimizer's FP32 parameters are the model's: each is its own master.
+std::vector<precision::MasterPair> own_masters(const std::vector<torch::Tensor>& parameters) {
+  std::vector<precision::MasterPair> pairs;
+  for (const auto& p : parameters) pairs.push_back({p, p, /*shared=*/true});
+  return pairs;
 }
 
 }  // namespace
@@ -42,12 +50,13 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
       weights_{master_weights_ ? master_weights_->masters() : model_->named_parameters(), model_->named_buffers()},
       parameters_(weights_.parameters.values()),
       model_parameters_(model_->parameters()),
+      masters_(master_weights_ ? master_weights_->pairs() : own_masters(parameters_)),
       group_(group ? group : &single_process_) {
   const auto& named = weights_.parameters;
   const std::string& target = config_.inject_nonfinite_param;
   if (!config_.inject_nonfinite_grad_at.empty()) {
-    if (target.empty()) inject_target_ = parameters_.front();
-    else if (const torch::Tensor* found = named.find(target)) inject_target_ = *found;
+    if (target.empty()) inject_name_ = named.keys().front();
+    else if (named.contains(target)) inject_name_ = target;
     else throw UsageError("debug.inject_nonfinite_param = " + target + ": the model has no such parameter; it has " +
                           c10::Join(", ", named.keys()));
   }
@@ -124,7 +133,14 @@ void Trainer::step_once() {
     mark(&StepPhases::backward);
   }
   ++window_steps_;
-  if (master_weights_) master_weights_->grads_to_masters();
+  // In one CPU process the fused optimizer takes the step in one pass (fused_optimizers.h): it unscales and clips
+  // each gradient by one factor as it reads it, and under master_weights reads the model's BF16 gradients and
+  // writes its BF16 weights. Otherwise gradients are unscaled in place and, under master_weights, copied to the
+  // FP32 masters and back.
+  const bool one_pass = !group_->distributed() && can_step_masters(*optimizer_, masters_);
+  if (master_weights_ && !one_pass) master_weights_->grads_to_masters();
+  // The tensors holding this step's gradients, named like the weights.
+  auto gradient_holders = [&] { return one_pass ? model_->named_parameters() : weights_.parameters; };
   if (averager_) averager_->average();  // data parallelism: every rank now holds the same mean gradients
   if (config_.die_at_step == step && group_->distributed() && group_->rank() == group_->world_size() - 1)
     std::raise(SIGKILL);  // debug.die_at_step: a rank lost mid-run, as an OOM kill or a node failure would
@@ -132,16 +148,20 @@ void Trainer::step_once() {
   const bool inject = std::count(config_.inject_nonfinite_grad_at.begin(), config_.inject_nonfinite_grad_at.end(),
                                  step) &&
                       (config_.inject_nonfinite_rank < 0 || config_.inject_nonfinite_rank == group_->rank());
-  if (inject) inject_target_.mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
+  if (inject)
+    gradient_holders()[inject_name_].mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
 
   std::vector<torch::Tensor> grads;
-  for (auto& p : parameters_)
+  for (auto& p : one_pass ? model_parameters_ : parameters_)
     if (p.grad().defined()) grads.push_back(p.grad());
   bool found_nonfinite = false;
   bool clipped = false;
-  if (!group_->distributed() && precision::single_pass_applies(grads)) {
+  double grad_factor = 1.0;  // what the one-pass step multiplies the gradients by as it reads them
+  if (one_pass || (!group_->distributed() && precision::single_pass_applies(grads))) {
     const precision::GradientCheck check =
-        precision::unscale_check_and_clip(grads, scaler_.scale(), config_.grad_clip_norm);
+        one_pass ? precision::check_gradients(grads, scaler_.scale(), config_.grad_clip_norm)
+                 : precision::unscale_check_and_clip(grads, scaler_.scale(), config_.grad_clip_norm);
+    if (one_pass) grad_factor = check.factor;
     found_nonfinite = check.nonfinite;
     clipped = true;
     if (config_.grad_clip_norm > 0 && !found_nonfinite) last_grad_norm_ = check.norm;
@@ -165,7 +185,7 @@ void Trainer::step_once() {
   if (found_nonfinite) {
     ++state_.skipped_steps;
     ++consecutive_skips_;
-    last_culprits_ = precision::find_nonfinite_grads(weights_.parameters, /*limit=*/3);
+    last_culprits_ = precision::find_nonfinite_grads(gradient_holders(), /*limit=*/3);
     sinks_.events.skipped_step(step, scaler_.scale(), state_.skipped_steps,
                                inject ? "injected non-finite gradient (debug.inject_nonfinite_grad_at)"
                                : group_->distributed() && last_culprits_.empty()
@@ -177,8 +197,12 @@ void Trainer::step_once() {
     if (config_.grad_clip_norm > 0 && !clipped)
       last_grad_norm_ = torch::nn::utils::clip_grad_norm_(parameters_, config_.grad_clip_norm);
     set_learning_rate(*optimizer_, current_lr_);
-    optimizer_->step();
-    if (master_weights_) master_weights_->masters_to_model();
+    if (one_pass) {
+      step_masters(*optimizer_, masters_, grad_factor);
+    } else {
+      optimizer_->step();
+      if (master_weights_) master_weights_->masters_to_model();
+    }
     ++state_.applied_steps;  // the schedule's clock advances only on applied steps
   }
   mark(&StepPhases::optimizer);

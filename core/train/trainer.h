@@ -140,7 +140,8 @@ class Trainer {
   io::ModelTensors weights_;              // FP32: what the optimizer updates and checkpoints hold
   std::vector<torch::Tensor> parameters_;  // weights_.parameters' values
   std::vector<torch::Tensor> model_parameters_;
-  torch::Tensor inject_target_;
+  std::vector<precision::MasterPair> masters_;  // each weight with the model parameter that holds its gradient
+  std::string inject_name_;  // debug.inject_nonfinite_param, or the first parameter
   std::vector<precision::NonfiniteGrad> last_culprits_;
   std::optional<precision::NonfiniteActivation> last_activation_;
 

@@ -75,6 +75,30 @@ TEST_CASE("a mixed run with injected overflows backs off, skips, and does not ad
   CHECK(log.find('\033') == std::string::npos);  // no control characters in files
 }
 
+TEST_CASE("master_weights trains, skips an overflow in a BF16 gradient and names its layer", "[fast][cli]") {
+  // On one CPU process this strategy steps in one pass over the model's BF16 gradients (train::step_masters):
+  // the overflow check, the culprit search and the injection all work on those gradients.
+  const std::string dir = scratch_dir("cli-master-weights");
+  CommandResult run = run_mpt({"train", kMixed, "precision.strategy=master_weights", "train.max_steps=300",
+                               "precision.loss_scale.init=1024", "debug.inject_nonfinite_grad_at=[40]",
+                               "debug.inject_nonfinite_param=hidden.0.weight", "data.test_limit=2000",
+                               "--run-dir", dir});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  nlohmann::json summary = read_json(dir + "/summary.json");
+  CHECK(summary["steps"] == 300);
+  CHECK(summary["skipped_steps"] == 1);
+  CHECK(summary["loss_scale"]["backoffs"] == 1);
+  CHECK(summary["eval"]["accuracy"].get<double>() > 0.75);
+  bool named = false;
+  for (const auto& e : read_jsonl(dir + "/events.jsonl"))
+    if (e["kind"] == "skip") named = e["step"] == 40 && e["nonfinite_params"][0]["name"] == "hidden.0.weight";
+  CHECK(named);
+  auto loss = metric_series(dir, "loss");
+  REQUIRE(loss.size() >= 2);
+  CHECK(loss.back().second < 0.6 * loss.front().second);
+}
+
 TEST_CASE("a collapsing scale ends the run as diverged and names the overflowing layer", "[fast][cli]") {
   const std::string dir = scratch_dir("cli-collapse");
   CommandResult run = run_mpt({"train", kMixed, "train.max_steps=50", "data.train_limit=2048", "data.test_limit=100",
