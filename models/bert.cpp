@@ -228,6 +228,7 @@ BertForMaskedLmImpl::BertForMaskedLmImpl(const BertConfig& config, const precisi
   // The decoder's weight is the word-embedding matrix (tied, as in BERT); only its bias is the head's own.
   decoder_bias_ = predictions->register_parameter("bias", torch::zeros({config.vocab_size}));
   head_runner_ = policy.runner("cls.predictions");
+  head_in_fp32_ = policy.runs_in_fp32("cls.predictions");
   transform_norm_runner_ = policy.runner("cls.predictions.transform.LayerNorm");
   init_weights(*this, config.pad_id);
 }
@@ -238,6 +239,11 @@ torch::Tensor BertForMaskedLmImpl::head(const torch::Tensor& hidden) {
     const torch::Tensor& embedding = bert_->embeddings->word_embeddings->weight;
     return TiedDecoderFunction::apply(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
   });
+}
+
+std::set<std::string> BertForMaskedLmImpl::tied_to_fp32_islands() const {
+  if (!head_in_fp32_) return {};
+  return {"bert.embeddings.word_embeddings.weight"};
 }
 
 torch::Tensor BertForMaskedLmImpl::forward(const torch::Tensor& inputs) {

@@ -91,6 +91,7 @@ class BertForMaskedLmImpl : public ModelImpl {
   torch::Tensor forward(const torch::Tensor& inputs) override;
   Prediction predict(const torch::Tensor& inputs, const torch::Tensor& targets) override;
   int64_t forward_macs(const data::SampleShape& sample) const override;
+  std::set<std::string> tied_to_fp32_islands() const override;
 
  private:
   torch::Tensor head(const torch::Tensor& hidden);  // (N, H) -> (N, V)
@@ -101,6 +102,7 @@ class BertForMaskedLmImpl : public ModelImpl {
   torch::nn::LayerNorm transform_norm_{nullptr};
   torch::Tensor decoder_bias_;
   precision::ModuleRunner head_runner_, transform_norm_runner_;
+  bool head_in_fp32_;  // the decoder runs in an FP32 island (the default policy's "cls.predictions")
 };
 
 class BertForSequenceClassificationImpl : public ModelImpl {

@@ -4,6 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <set>
+#include <string>
+
 #include "core/data/dataset.h"
 
 namespace mpt::dist {
@@ -35,6 +38,11 @@ class ModelImpl : public torch::nn::Module {
   // Data parallelism: batch-norm layers normalise with the global batch's statistics over `group` (null:
   // local statistics, the default). Models without batch norm ignore it.
   virtual void synchronise_batch_norm(dist::Group* /*group*/) {}
+
+  // Parameters of other modules that an FP32 island reads (tied weights: BERT's MLM decoder reads the word
+  // embeddings). precision.strategy = master_weights keeps them FP32, so the island neither widens a
+  // low-precision copy each step nor narrows its gradient back.
+  virtual std::set<std::string> tied_to_fp32_islands() const { return {}; }
 };
 
 using Model = std::shared_ptr<ModelImpl>;

@@ -21,14 +21,15 @@ std::set<std::string> norm_modules(torch::nn::Module& model) {
 
 }  // namespace
 
-MasterWeights::MasterWeights(torch::nn::Module& model, const ModulePolicy& policy, torch::ScalarType dtype) {
+MasterWeights::MasterWeights(torch::nn::Module& model, const ModulePolicy& policy, torch::ScalarType dtype,
+                             const std::set<std::string>& keep_fp32) {
   torch::NoGradGuard no_grad;
   const std::set<std::string> norms = norm_modules(model);
   for (auto& item : model.named_parameters()) {
     const std::string& name = item.key();
     torch::Tensor& param = item.value();
     const std::string module = name.substr(0, name.rfind('.'));  // "hidden.0.weight" -> "hidden.0"
-    if (policy.runs_in_fp32(module) || norms.count(module)) {
+    if (policy.runs_in_fp32(module) || norms.count(module) || keep_fp32.count(name)) {
       pairs_.push_back({param, param, true});
       masters_.insert(name, param);
       continue;

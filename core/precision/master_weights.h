@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,11 @@ struct MasterPair {
 
 class MasterWeights {
  public:
-  // Casts every parameter of `model` outside the policy's FP32 islands and its norm layers to `dtype` in place,
-  // keeping an FP32 master copy of each; FP32 parameters are their own masters.
-  MasterWeights(torch::nn::Module& model, const ModulePolicy& policy, torch::ScalarType dtype);
+  // Casts every parameter of `model` outside the policy's FP32 islands, its norm layers and `keep_fp32` (names of
+  // parameters an island reads, models::ModelImpl::tied_to_fp32_islands) to `dtype` in place, keeping an FP32
+  // master copy of each; FP32 parameters are their own masters.
+  MasterWeights(torch::nn::Module& model, const ModulePolicy& policy, torch::ScalarType dtype,
+                const std::set<std::string>& keep_fp32 = {});
 
   const NamedTensors& masters() const { return masters_; }  // FP32, named like the model's parameters
   const std::vector<MasterPair>& pairs() const { return pairs_; }

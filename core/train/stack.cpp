@@ -22,7 +22,8 @@ TrainingStack build_training_stack(config::ExperimentConfig& c, const data::Samp
   stack.compute_dtype = precision::compute_dtype(c.precision.mode);
   stack.loss_scale = c.precision.loss_scale;
   if (c.precision.strategy == "master_weights")
-    stack.master_weights = std::make_unique<precision::MasterWeights>(*stack.model, policy, stack.compute_dtype);
+    stack.master_weights = std::make_unique<precision::MasterWeights>(*stack.model, policy, stack.compute_dtype,
+                                                                      stack.model->tied_to_fp32_islands());
   const auto fp32_weights = stack.master_weights ? stack.master_weights->masters().values() : stack.model->parameters();
   stack.optimizer = build_optimizer(c.optimizer, fp32_weights);
 

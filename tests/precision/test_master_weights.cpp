@@ -89,12 +89,17 @@ TEST_CASE("master_weights keeps FP32 the modules inside an island, so BERT's MLM
   sample.masked_fraction = 0.25;
   const ModulePolicy policy(std::vector<std::string>{"*LayerNorm", "cls.predictions"});
   mpt::models::Model model = mpt::models::build_model(config, sample, policy);
-  MasterWeights master(*model, policy, torch::kBFloat16);
+  const std::set<std::string> tied = model->tied_to_fp32_islands();
+  CHECK(tied == std::set<std::string>{"bert.embeddings.word_embeddings.weight"});
+  MasterWeights master(*model, policy, torch::kBFloat16, tied);
   auto params = model->named_parameters();
   CHECK(params["cls.predictions.transform.dense.weight"].dtype() == torch::kFloat);
   CHECK(params["cls.predictions.bias"].dtype() == torch::kFloat);
   CHECK(params["bert.encoder.layer.0.attention.self.query.weight"].dtype() == torch::kBFloat16);
-  CHECK(params["bert.embeddings.word_embeddings.weight"].dtype() == torch::kBFloat16);  // tied: read in FP32 by the head
+  // Tied to the FP32 decoder, so kept FP32: its own master, no per-step widening for the head.
+  CHECK(params["bert.embeddings.word_embeddings.weight"].dtype() == torch::kFloat);
+  CHECK(master.masters()["bert.embeddings.word_embeddings.weight"].is_same(params["bert.embeddings.word_embeddings.weight"]));
+  CHECK(params["bert.embeddings.position_embeddings.weight"].dtype() == torch::kBFloat16);
 
   const torch::Tensor ids = torch::randint(5, 50, {2, 8}, torch::kLong);
   torch::Tensor targets = torch::full({2, 8}, -100, torch::kLong);
