@@ -6,7 +6,8 @@
 // FP32 sum is not finite is summed again in double, so no finite FP32 gradient reads as an overflow), and
 // divided by the scale it is the norm clipping needs. One write then applies a single factor, clip / scale,
 // and none is needed when that factor is 1, or when the update applies it as it reads the gradients
-// (check_gradients: the fused master-weights step, whose gradients are BF16).
+// (check_gradients: the trainer's one-pass optimizer step, train::step_masters; under master_weights its
+// gradients are BF16).
 #pragma once
 
 #include <torch/torch.h>

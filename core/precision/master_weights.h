@@ -16,11 +16,11 @@ namespace mpt::precision {
 using NamedTensors = torch::OrderedDict<std::string, torch::Tensor>;
 
 // One parameter under master_weights: the model's (BF16/FP16, holding the gradient after backward) and its FP32
-// master (the optimizer's); an FP32 island parameter is its own master.
+// master (the optimizer's); an FP32 parameter (an island's; every one under autocast) is its own master.
 struct MasterPair {
   torch::Tensor model_param;
   torch::Tensor master;
-  bool shared;  // an FP32 island parameter: the same tensor
+  bool shared;  // an FP32 parameter: the same tensor
 };
 
 class MasterWeights {
