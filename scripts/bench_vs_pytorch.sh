@@ -7,7 +7,8 @@
 #
 # Both use 2 threads, the OpenMP OpenBLAS (PyTorch through LD_LIBRARY_PATH, mpt through its RPATH) and the same
 # allocator, tcmalloc (mpt links it; PyTorch gets it through LD_PRELOAD; under glibc malloc PyTorch's steps were
-# 3-5x slower from page faults), so the ratio compares the training loops, not the BLAS builds or allocators.
+# 3-5x slower from page faults) with the release rate mpt sets for itself (0: freed spans are kept, not
+# faulted back in next step), so the ratio compares the training loops, not the BLAS builds or allocators.
 # The BERT-base reference is scripts/pytorch_reference.py's own BertMlm (Debian has no transformers package):
 # the same 109,514,298 parameters, logits only at masked positions and dropout 0.1 where Hugging Face's BERT has it
 # (mpt's configs/bert_base_mlm.yaml); the last case turns dropout off on both sides.
@@ -32,7 +33,7 @@ run_case() {  # name steps mpt-spec "mpt overrides" "python args"
     m+=("$($mpt bench "$spec" $overrides device.threads=2 --steps "$steps" --warmup "$warmup" --no-peak --json |
            python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
     # shellcheck disable=SC2086
-    p+=("$(LD_LIBRARY_PATH=$openblas OMP_NUM_THREADS=2 LD_PRELOAD=$tcmalloc \
+    p+=("$(LD_LIBRARY_PATH=$openblas OMP_NUM_THREADS=2 LD_PRELOAD=$tcmalloc TCMALLOC_RELEASE_RATE=0 \
            /usr/bin/python3 scripts/pytorch_reference.py $pyargs \
            --threads 2 --steps "$steps" --warmup "$warmup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
   done

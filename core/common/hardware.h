@@ -18,7 +18,8 @@ int configure_threads(int requested, int processes_sharing = 1);
 // Keeps glibc malloc from returning training-step-sized blocks to the OS. Its default dynamic mmap threshold
 // starts at 128 KiB, so until some large block happens to be freed, every gradient and optimizer temporary of a
 // few MiB is a fresh mmap whose pages fault in each step: measured 4x slower MLP steps (8.7 vs 2.3 ms) on
-// synthetic data, where nothing large had been freed yet. Call once at start-up.
+// synthetic data, where nothing large had been freed yet. Under tcmalloc it sets the release rate to 0 (unless
+// TCMALLOC_RELEASE_RATE is set) for the same reason. Call once at start-up.
 void tune_host_allocator();
 
 // "OpenBLAS 0.3.21 ... (Haswell)", "reference BLAS", or "unknown".
@@ -28,8 +29,8 @@ std::string blas_description();
 // half speed: 210 vs 387 GFLOP/s measured on the reference machine, whose environment sets Haswell); "" if not.
 std::string blas_core_warning();
 
-// The malloc in use: "tcmalloc (PATH)" when it replaced glibc's (the build links it when installed), else
-// "glibc malloc".
+// The malloc in use: "tcmalloc (PATH), release rate 0" when it replaced glibc's (the build links it when
+// installed), else "glibc malloc".
 std::string allocator_description();
 
 int64_t peak_rss_bytes();
