@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <mutex>
+#include <vector>
 
 #include "core/common/bf16_bits.h"
 
@@ -77,15 +77,16 @@ double sum_of_squares(const Element* x, int64_t count) {
   return total;
 }
 
+// Each thread sums its own contiguous share into its own slot and the slots are added in thread order, so the
+// norm (and the clip factor) comes out the same bit for bit on every run with the same thread count.
 template <typename Element>
 double sum_of_squares_parallel(const Element* data, int64_t count) {
-  std::mutex mutex;
-  double total = 0.0;
+  std::vector<double> parts(at::get_num_threads(), 0.0);
   at::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
-    const double part = sum_of_squares(data + begin, end - begin);
-    std::lock_guard<std::mutex> lock(mutex);
-    total += part;
+    parts[at::get_thread_num()] = sum_of_squares(data + begin, end - begin);
   });
+  double total = 0.0;
+  for (double part : parts) total += part;
   return total;
 }
 
