@@ -66,6 +66,11 @@ int run_doctor() {
   fact("allocator", allocator);
   fact("threads", "LibTorch default " + std::to_string(default_threads) + "; mpt uses " + std::to_string(cores) +
                       " (device.threads: 0)");
+  // Probed with the threads mpt trains with, not LibTorch's default.
+  const int train_threads = hardware::configure_threads(0);
+  const int loop_threads = hardware::own_loop_threads();
+  fact("mpt's loops", "on " + std::to_string(loop_threads) + " of those " + std::to_string(train_threads) +
+                          " threads (fused optimizers, dropout, gradient check)");
   const std::string device = facts.cuda_available ? "cuda" : "cpu";
   const config::MixedChoice mixed = config::choose_mixed(device, facts);
   fact("precision.mode: mixed", mixed.mode.empty() ? "unavailable: " + mixed.reason : "-> " + mixed.mode + " (" + mixed.reason + ")");
@@ -79,6 +84,9 @@ int run_doctor() {
   if (allocator == "glibc malloc")
     warnings.push_back("glibc malloc re-faults large activation blocks every step (BERT steps up to 3x slower): "
                        "apt-get install libtcmalloc-minimal4 and rebuild");
+  if (train_threads > 1 && loop_threads == 1)
+    warnings.push_back("mpt was built without OpenMP (MPT_OPENMP=OFF): its own loops run on one thread of " +
+                       std::to_string(train_threads));
   if (cores > 1 && default_threads == 1 && std::getenv("OMP_NUM_THREADS"))
     warnings.push_back("OMP_NUM_THREADS limits LibTorch to one thread on a " + std::to_string(cores) + "-core machine");
   if (data::find_idx_file("/usr/share/datasets/fashion-mnist", "train-images-idx3-ubyte").empty())

@@ -40,8 +40,10 @@ torch_cmake=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 log "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"
 log "torch $("$python" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
 
-# 2. Build against torch's LibTorch (CUDA), with the unpacked libraries first on every search path.
-cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DMPT_NCCL=OFF -DMPT_USE_PCH=ON \
+# 2. Build against torch's LibTorch (CUDA), with the unpacked libraries first on every search path. The wheel
+# bundles its own renamed libgomp, so mpt's loops stay serial (MPT_OPENMP=OFF) rather than load a second OpenMP
+# runtime; on the GPU they do not run in the step.
+cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DMPT_NCCL=OFF -DMPT_USE_PCH=ON -DMPT_OPENMP=OFF \
   -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr;$prefix/usr/lib/x86_64-linux-gnu/cmake" \
   -DICU_ROOT="$prefix/usr" -DCMAKE_INCLUDE_PATH="$prefix/usr/include" \
   -DCMAKE_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu" >"$out/build.log" 2>&1 &&

@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <thread>
+#include <vector>
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 #ifdef MPT_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -116,6 +118,14 @@ std::string allocator_description() {
   if (dladdr(tcmalloc, &library) && library.dli_fname)
     return "tcmalloc (" + std::string(library.dli_fname) + ")" + rate;
   return "tcmalloc" + rate;
+}
+
+int own_loop_threads() {
+  const int threads = at::get_num_threads();
+  std::vector<char> ran(threads, 0);
+  // A grain of 1 gives every thread of the pool one task; each marks the slot of the thread it ran on.
+  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) { ran[at::get_thread_num()] = 1; });
+  return static_cast<int>(std::count(ran.begin(), ran.end(), 1));
 }
 
 int64_t peak_rss_bytes() {

@@ -33,6 +33,11 @@ std::string blas_core_warning();
 // installed), else "glibc malloc".
 std::string allocator_description();
 
+// How many threads an at::parallel_for in mpt's own code runs on (fused optimizers, dropout, the gradient
+// check). at::parallel_for is an inline template that uses LibTorch's OpenMP pool only where the caller was
+// compiled with OpenMP (CMake option MPT_OPENMP); otherwise it is 1 whatever LibTorch's thread count.
+int own_loop_threads();
+
 int64_t peak_rss_bytes();
 
 std::string cpu_model();           // /proc/cpuinfo "model name"

@@ -1,6 +1,7 @@
-// The host allocator settings mpt makes at start-up.
+// The host settings mpt makes at start-up, and the thread pool its own loops run on.
 #include <catch2/catch.hpp>
 
+#include <ATen/Parallel.h>
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -29,4 +30,13 @@ TEST_CASE("under tcmalloc, start-up sets the release rate to 0 unless TCMALLOC_R
     CHECK(get_rate(instance()) == 0.0);
     CHECK_THAT(mpt::hardware::allocator_description(), Catch::Contains("release rate 0"));
   }
+}
+
+TEST_CASE("mpt's own parallel loops run on every thread of LibTorch's pool", "[fast]") {
+  // at::parallel_for is inline: compiled without OpenMP, mpt's fused optimizers, dropout and gradient check ran
+  // on one thread whatever LibTorch's thread count (docs/performance.md, finding 26).
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  CHECK(mpt::hardware::own_loop_threads() == 2);
+  at::set_num_threads(before);
 }
