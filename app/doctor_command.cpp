@@ -64,10 +64,10 @@ int run_doctor() {
   fact("BLAS", blas);
   const std::string allocator = hardware::allocator_description();
   fact("allocator", allocator);
-  fact("threads", "LibTorch default " + std::to_string(default_threads) + "; mpt uses " + std::to_string(cores) +
-                      " (device.threads: 0)");
-  // Probed with the threads mpt trains with, not LibTorch's default.
+  // What training sets (device.threads: 0); the loop probe below runs with it, not with LibTorch's default.
   const int train_threads = hardware::configure_threads(0);
+  fact("threads", "LibTorch default " + std::to_string(default_threads) + "; mpt uses " +
+                      std::to_string(train_threads) + " (device.threads: 0)");
   const int loop_threads = hardware::own_loop_threads();
   fact("mpt's loops", "on " + std::to_string(loop_threads) + " of those " + std::to_string(train_threads) +
                           " threads (fused optimizers, dropout, gradient check)");
