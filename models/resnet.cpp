@@ -6,6 +6,7 @@
 #include "core/common/error.h"
 #include "core/dist/sync_batch_norm.h"
 #include "core/precision/compat.h"
+#include "models/fused_batch_norm.h"
 
 namespace mpt::models {
 namespace {
@@ -51,6 +52,20 @@ torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) 
 torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x, dist::Group* group) {
   const bool low_precision_eval = !norm.is_training() && x.scalar_type() != norm.weight.scalar_type();
   return dist::sync_batch_norm(norm, low_precision_eval ? x.to(norm.weight.scalar_type()) : x, group);
+}
+
+// relu?(batch_norm(x) + residual?) (residual may be undefined). Where fused_batch_norm takes it (BF16 training on
+// an AVX512-BF16 CPU) the three are one op with half the passes over memory; that needs a runner that adds
+// nothing around the norm (no FP32 island, no numerics check, which would see the sum) and a norm that is not
+// synchronised across ranks.
+torch::Tensor norm_add_relu(torch::nn::BatchNorm2dImpl& norm, const precision::ModuleRunner& runner,
+                            const torch::Tensor& x, const torch::Tensor& residual, bool relu, dist::Group* group) {
+  const bool local = !group || !group->distributed();
+  if (!runner.keep_fp32 && !runner.monitor && local && can_fuse_batch_norm(norm, x, residual))
+    return fused_batch_norm(norm, x, residual, relu);
+  torch::Tensor out = runner(x, [&](const torch::Tensor& h) { return batch_norm(norm, h, group); });
+  if (residual.defined()) out = out + residual;
+  return relu ? torch::relu(out) : out;
 }
 
 // oneDNN 2.6's CPU convolutions (LibTorch 1.13) are slowest on small images, where the same products as one
@@ -167,19 +182,17 @@ ResidualBlockImpl::ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t
 }
 
 torch::Tensor ResidualBlockImpl::forward(const torch::Tensor& x) {
+  const size_t last = convs_.size() - 1;
   torch::Tensor out = x;  // (B, C_in, H, W)
-  for (size_t i = 0; i < convs_.size(); ++i) {
-    out = conv_forward(convs_[i], out);
-    out = norm_runners_[i](out, [&](const torch::Tensor& h) { return batch_norm(*norms_[i], h, *norm_group_); });
-    if (i + 1 < convs_.size()) out = torch::relu(out);
-  }
+  for (size_t i = 0; i < last; ++i)
+    out = norm_add_relu(*norms_[i], norm_runners_[i], conv_forward(convs_[i], out), {}, /*relu=*/true, *norm_group_);
+  out = conv_forward(convs_[last], out);
   torch::Tensor identity = x;
-  if (downsample_conv_) {
-    identity = conv_forward(downsample_conv_, x);
-    identity = downsample_runner_(
-        identity, [&](const torch::Tensor& h) { return batch_norm(*downsample_norm_, h, *norm_group_); });
-  }
-  return torch::relu(out + identity);  // (B, C_out, H / stride, W / stride)
+  if (downsample_conv_)
+    identity = norm_add_relu(*downsample_norm_, downsample_runner_, conv_forward(downsample_conv_, x), {},
+                             /*relu=*/false, *norm_group_);
+  return norm_add_relu(*norms_[last], norm_runners_[last], out, identity, /*relu=*/true,
+                       *norm_group_);  // (B, C_out, H / stride, W / stride)
 }
 
 int64_t ResidualBlockImpl::macs(int64_t& height, int64_t& width) const {
@@ -227,7 +240,7 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy
 
 torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
   torch::Tensor x = conv1_->forward(config_.channels_last ? inputs.contiguous(torch::MemoryFormat::ChannelsLast) : inputs);  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
-  x = torch::relu(bn1_runner_(x, [&](const torch::Tensor& h) { return batch_norm(*bn1_, h, *norm_group_); }));
+  x = norm_add_relu(*bn1_, bn1_runner_, x, {}, /*relu=*/true, *norm_group_);
   if (!config_.small_input) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);  // H/4
   for (auto& layer : layers_)
     for (auto& block : *layer) x = block->as<ResidualBlockImpl>()->forward(x);  // (B, C, H/32, W/32) at the end
