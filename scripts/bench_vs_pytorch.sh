@@ -53,6 +53,14 @@ run_case "resnet50 fp32 b16 64px" 6 configs/mlp_fmnist_fp32.yaml \
 run_case "resnet50 bf16 b16 64px" 6 configs/mlp_fmnist_mixed.yaml \
   "model.name=resnet50 data.channels=3 data.image_size=64 data.batch_size=16" \
   "--model resnet50 --precision bf16 --batch 16 --channels 3 --size 64"
+# Channels-last on both sides: the layout mpt's ResNet configs train in (oneDNN's own; mpt's fused BF16 batch norm
+# needs it), and the one a PyTorch user tunes a CPU ResNet to.
+run_case "resnet50 fp32 b16 64px nhwc" 6 configs/mlp_fmnist_fp32.yaml \
+  "model.name=resnet50 model.channels_last=true data.channels=3 data.image_size=64 data.batch_size=16" \
+  "--model resnet50 --precision fp32 --batch 16 --channels 3 --size 64 --channels-last"
+run_case "resnet50 bf16 b16 64px nhwc" 6 configs/mlp_fmnist_mixed.yaml \
+  "model.name=resnet50 model.channels_last=true data.channels=3 data.image_size=64 data.batch_size=16" \
+  "--model resnet50 --precision bf16 --batch 16 --channels 3 --size 64 --channels-last"
 run_case "bert-base fp32 b8 seq128" 3 configs/bert_base_mlm_fp32.yaml \
   "data.batch_size=8 data.vocab=data/bert-base-uncased/vocab.txt" "--model bert-base --precision fp32 --batch 8"
 run_case "bert-base bf16 b8 seq128" 3 configs/bert_base_mlm.yaml \
