@@ -38,11 +38,9 @@ TEST_CASE("torchvision resnet50 weights round-trip through mpt with the same log
   const std::string dir = testing::scratch_dir("torchvision-interop");
   REQUIRE(python("save " + dir) == 0);
 
-  data::SampleShape shape;
-  shape.channels = 3, shape.height = shape.width = 64, shape.num_classes = 1000;
   models::ModelConfig config;
   config.name = "resnet50";
-  models::Model model = models::build_model(config, shape, precision::ModulePolicy());
+  models::Model model = models::build_model(config, testing::image_sample(3, 64, 1000), precision::ModulePolicy());
   const io::NamedTensorList torchvision_weights = io::read_weights(dir + "/torchvision.pt");
   const io::InitReport report = io::init_from_weights(*model, torchvision_weights, "torchvision.pt");
   CHECK(report.loaded == 320);  // 161 parameters + 159 buffers, every one matched by name

@@ -7,6 +7,7 @@
 #include "core/precision/autocast.h"
 #include "models/fused_batch_norm.h"
 #include "models/registry.h"
+#include "tests/support/helpers.h"
 
 using mpt::models::can_fuse_batch_norm;
 using mpt::models::fused_batch_norm;
@@ -137,12 +138,9 @@ TEST_CASE("a BF16 channels-last ResNet-18 in training runs every norm through th
   mpt::models::ModelConfig config;
   config.name = "resnet18";
   config.resnet.channels_last = true;
-  mpt::data::SampleShape shape;
-  shape.channels = 3;
-  shape.height = shape.width = 32;
-  shape.num_classes = 10;
   torch::manual_seed(2);
-  mpt::models::Model model = mpt::models::build_model(config, shape, mpt::precision::ModulePolicy({"fc"}));
+  mpt::models::Model model = mpt::models::build_model(config, mpt::testing::image_sample(3, 32, 10),
+                                                      mpt::precision::ModulePolicy({"fc"}));
   model->train();
   const torch::Tensor x = torch::randn({8, 3, 32, 32});
   torch::Tensor logits;

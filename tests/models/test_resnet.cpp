@@ -3,18 +3,13 @@
 
 #include "core/precision/autocast.h"
 #include "models/registry.h"
+#include "tests/support/helpers.h"
 
 using namespace mpt::models;
 
 namespace {
 
-mpt::data::SampleShape image_shape(int64_t channels, int64_t size, int64_t classes) {
-  mpt::data::SampleShape shape;
-  shape.channels = channels;
-  shape.height = shape.width = size;
-  shape.num_classes = classes;
-  return shape;
-}
+using mpt::testing::image_sample;
 
 int64_t parameter_count(torch::nn::Module& model) {
   int64_t n = 0;
@@ -27,7 +22,7 @@ Model resnet(const std::string& name, int64_t channels, int64_t classes, bool sm
   ModelConfig config;
   config.name = name;
   config.resnet.small_input = small;
-  return build_model(config, image_shape(channels, 224, classes), mpt::precision::ModulePolicy(fp32));
+  return build_model(config, image_sample(channels, 224, classes), mpt::precision::ModulePolicy(fp32));
 }
 
 }  // namespace
@@ -96,7 +91,7 @@ TEST_CASE("zero_init_residual zeroes each block's last norm", "[fast][models]") 
   ModelConfig config;
   config.name = "resnet18";
   config.resnet.zero_init_residual = true;
-  Model model = build_model(config, image_shape(3, 224, 10), mpt::precision::ModulePolicy());
+  Model model = build_model(config, image_sample(3, 224, 10), mpt::precision::ModulePolicy());
   auto params = model->named_parameters();
   CHECK(params["layer1.0.bn2.weight"].abs().sum().item<double>() == 0.0);
   CHECK(params["layer1.0.bn1.weight"].abs().sum().item<double>() > 0.0);
@@ -104,9 +99,9 @@ TEST_CASE("zero_init_residual zeroes each block's last norm", "[fast][models]") 
 
 TEST_CASE("forward MACs: ResNet-50 at 224 px is torchvision's 4.09 GMACs", "[fast][models]") {
   Model model = resnet("resnet50", 3, 1000);
-  const int64_t macs = model->forward_macs(image_shape(3, 224, 1000));
+  const int64_t macs = model->forward_macs(image_sample(3, 224, 1000));
   CHECK(macs == Approx(4.09e9).epsilon(0.01));
-  CHECK(resnet("resnet18", 3, 1000)->forward_macs(image_shape(3, 224, 1000)) == Approx(1.81e9).epsilon(0.01));
+  CHECK(resnet("resnet18", 3, 1000)->forward_macs(image_sample(3, 224, 1000)) == Approx(1.81e9).epsilon(0.01));
 }
 
 TEST_CASE("channels_last keeps the same function: same weights, same logits, NHWC layout", "[fast][models]") {
@@ -114,10 +109,10 @@ TEST_CASE("channels_last keeps the same function: same weights, same logits, NHW
   config.name = "resnet18";
   config.resnet.small_input = true;
   torch::manual_seed(3);
-  Model nchw = build_model(config, image_shape(3, 224, 10), mpt::precision::ModulePolicy());
+  Model nchw = build_model(config, image_sample(3, 224, 10), mpt::precision::ModulePolicy());
   config.resnet.channels_last = true;
   torch::manual_seed(3);
-  Model nhwc = build_model(config, image_shape(3, 224, 10), mpt::precision::ModulePolicy());
+  Model nhwc = build_model(config, image_sample(3, 224, 10), mpt::precision::ModulePolicy());
   auto weight = nhwc->named_parameters()["layer2.0.conv1.weight"];
   CHECK(weight.is_contiguous(torch::MemoryFormat::ChannelsLast));
   CHECK_FALSE(weight.is_contiguous());
@@ -134,10 +129,10 @@ TEST_CASE("convolutions over small channels-last images, run as matmuls, match t
   ModelConfig config;
   config.name = "resnet50";
   torch::manual_seed(5);
-  Model nchw = build_model(config, image_shape(3, 64, 10), mpt::precision::ModulePolicy());
+  Model nchw = build_model(config, image_sample(3, 64, 10), mpt::precision::ModulePolicy());
   config.resnet.channels_last = true;
   torch::manual_seed(5);
-  Model nhwc = build_model(config, image_shape(3, 64, 10), mpt::precision::ModulePolicy());
+  Model nhwc = build_model(config, image_sample(3, 64, 10), mpt::precision::ModulePolicy());
   const torch::Tensor x = torch::randn({2, 3, 64, 64});
 
   // Logits and a layer4 1x1 weight's gradient; eval mode, as training-mode batch norm over 2 x 2 x 2 values

@@ -6,6 +6,7 @@
 #include "core/precision/master_weights.h"
 #include "models/mlp.h"
 #include "models/registry.h"
+#include "tests/support/helpers.h"
 
 using namespace mpt::precision;
 
@@ -48,12 +49,8 @@ TEST_CASE("master_weights keeps the norm layers' weights FP32 without listing th
   mpt::models::ModelConfig config;
   config.name = "resnet18";
   config.resnet.small_input = true;
-  mpt::data::SampleShape sample;
-  sample.channels = 1;
-  sample.height = sample.width = 28;
-  sample.num_classes = 10;
   const ModulePolicy policy(std::vector<std::string>{"fc"});
-  mpt::models::Model model = mpt::models::build_model(config, sample, policy);
+  mpt::models::Model model = mpt::models::build_model(config, mpt::testing::image_sample(1, 28, 10), policy);
   MasterWeights master(*model, policy, torch::kBFloat16);
   auto params = model->named_parameters();
   CHECK(params["layer1.0.conv1.weight"].dtype() == torch::kBFloat16);

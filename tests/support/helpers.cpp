@@ -145,4 +145,12 @@ std::string markup_problem(const std::string& page) {
   return open.empty() ? "" : "<" + open.back() + "> is never closed";
 }
 
+data::SampleShape image_sample(int64_t channels, int64_t size, int64_t classes) {
+  data::SampleShape shape;
+  shape.channels = channels;
+  shape.height = shape.width = size;
+  shape.num_classes = classes;
+  return shape;
+}
+
 }  // namespace mpt::testing

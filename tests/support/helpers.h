@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/data/dataset.h"
+
 namespace mpt::testing {
 
 struct CommandResult {
@@ -45,6 +47,9 @@ std::string read_file_text(const std::string& path);
 // or '&'. Returns "" when the page is well formed, else what is wrong and where.
 std::string markup_problem(const std::string& page);
 std::string source_path(const std::string& relative);  // a path inside the source tree
+
+// The sample shape of `channels` x `size` x `size` images in `classes` classes, for building image models.
+data::SampleShape image_sample(int64_t channels, int64_t size, int64_t classes);
 const std::string kFashionMnistRoot = "/usr/share/datasets/fashion-mnist";
 
 }  // namespace mpt::testing
