@@ -2,6 +2,7 @@
 #include "models/mlp.h"
 
 #include "models/dropout.h"
+#include "models/linear.h"
 
 namespace mpt::models {
 
@@ -27,11 +28,11 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& inputs) {
   torch::Tensor x = inputs.flatten(1);  // (B, D)
   for (size_t i = 0; i < hidden_->size(); ++i) {
     auto layer = hidden_->ptr<torch::nn::LinearImpl>(i);
-    x = hidden_runners_[i](x, [&](const torch::Tensor& h) { return layer->forward(h); });
+    x = hidden_runners_[i](x, [&](const torch::Tensor& h) { return linear(h, layer->weight, layer->bias); });
     x = activate(x);  // (B, H)
     if (config_.dropout > 0) x = models::dropout(x, config_.dropout, is_training());
   }
-  return head_runner_(x, [&](const torch::Tensor& h) { return head_->forward(h); });  // (B, K)
+  return head_runner_(x, [&](const torch::Tensor& h) { return linear(h, head_->weight, head_->bias); });  // (B, K)
 }
 
 int64_t MlpImpl::forward_macs(const data::SampleShape& sample) const {
