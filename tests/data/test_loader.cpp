@@ -51,6 +51,25 @@ TEST_CASE("inputs are FP32 and normalised with the dataset's statistics", "[fast
   CHECK(batch.inputs.view(-1)[2].item<float>() == Approx((2.0f / 255 - 0.5f) / 0.25f));
 }
 
+TEST_CASE("a shuffled batch is gathered and normalised per channel exactly as the tensor ops would", "[fast][data]") {
+  Dataset dataset;
+  dataset.images = torch::randint(0, 256, {40, 3, 5, 7}, torch::TensorOptions().dtype(torch::kUInt8));
+  dataset.labels = torch::arange(40, torch::kLong);
+  dataset.num_classes = 40;
+  dataset.mean = {0.49f, 0.48f, 0.45f};
+  dataset.std = {0.25f, 0.24f, 0.26f};
+  BatchLoader loader(dataset, 16, /*shuffle=*/true, /*seed=*/5, /*drop_last=*/true);
+  for (int b = 0; b < 2; ++b) {
+    const Batch batch = loader.next();
+    const torch::Tensor expected = dataset.images.index_select(0, batch.targets)
+                                       .to(torch::kFloat)
+                                       .div_(255.0f)
+                                       .sub_(torch::tensor(dataset.mean).view({1, 3, 1, 1}))
+                                       .div_(torch::tensor(dataset.std).view({1, 3, 1, 1}));
+    CHECK(torch::equal(batch.inputs, expected));  // bit for bit: the same float operations in the same order
+  }
+}
+
 TEST_CASE("a batch larger than the dataset is a usage error", "[fast][data]") {
   Dataset dataset = counting_dataset(4);
   CHECK_THROWS_WITH(BatchLoader(dataset, 8, true, 0, true), Catch::Contains("data.batch_size = 8"));
