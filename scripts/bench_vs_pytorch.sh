@@ -37,11 +37,14 @@ run_case() {  # name steps mpt-spec "mpt overrides" "python args"
            /usr/bin/python3 scripts/pytorch_reference.py $pyargs \
            --threads 2 --steps "$steps" --warmup "$warmup" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])')")
   done
-  local mm pm
+  local mm pm spread
   mm=$(printf '%s\n' "${m[@]}" | median)
   pm=$(printf '%s\n' "${p[@]}" | median)
-  printf '%-28s mpt %10.1f samples/s   pytorch %10.1f samples/s   mpt/pytorch %.2fx\n' "$name" "$mm" "$pm" \
-    "$(python3 -c "print($mm / $pm)")"
+  # Each round's own ratio, so that a round in one of the VM's slow phases shows as such.
+  spread=$(for ((r = 0; r < rounds; r++)); do python3 -c "print(${m[r]} / ${p[r]})"; done | sort -g |
+           awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f-%.2fx", lo, hi}')
+  printf '%-30s mpt %10.1f samples/s   pytorch %10.1f samples/s   mpt/pytorch %.2fx (rounds %s)\n' "$name" "$mm" \
+    "$pm" "$(python3 -c "print($mm / $pm)")" "$spread"
 }
 
 echo "mpt vs PyTorch eager, $rounds interleaved rounds, medians ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
