@@ -34,6 +34,10 @@ torch::Tensor gather_normalised(const torch::Tensor& images, const torch::Tensor
                                 const std::vector<float>& mean, const std::vector<float>& std) {
   MPT_CHECK(images.scalar_type() == torch::kUInt8, "in-memory images must be uint8");
   const int64_t count = indices.size(0), channels = images.size(1);
+  const auto fits = [&](const std::vector<float>& values) {
+    return values.size() == 1 || static_cast<int64_t>(values.size()) == channels;
+  };
+  MPT_CHECK(fits(mean) && fits(std), "normalisation needs one mean and std, or one per image channel");
   const int64_t plane = images.size(2) * images.size(3), sample = channels * plane;
   torch::Tensor out = torch::empty({count, channels, images.size(2), images.size(3)}, torch::kFloat);
   const uint8_t* source = images.data_ptr<uint8_t>();

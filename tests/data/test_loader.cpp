@@ -49,6 +49,10 @@ TEST_CASE("inputs are FP32 and normalised with the dataset's statistics", "[fast
   Batch batch = loader.next();
   CHECK(batch.inputs.dtype() == torch::kFloat);
   CHECK(batch.inputs.view(-1)[2].item<float>() == Approx((2.0f / 255 - 0.5f) / 0.25f));
+
+  dataset.mean = {0.5f, 0.5f, 0.5f};  // three channels' statistics for one-channel images
+  BatchLoader mismatched(dataset, 4, false, 0, false);
+  CHECK_THROWS_WITH(mismatched.next(), Catch::Contains("one per image channel"));
 }
 
 TEST_CASE("a shuffled batch is gathered and normalised per channel exactly as the tensor ops would", "[fast][data]") {
