@@ -13,6 +13,7 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <sstream>
 #include <type_traits>
 #include <unordered_map>
 
@@ -37,12 +38,18 @@ struct Target {
 Target own_gradient(const torch::Tensor& p) { return {p, p.grad(), {}}; }
 
 // The key of a parameter in Optimizer::state_: a string of its TensorImpl address in LibTorch 1.13, the
-// address itself in later versions.
+// address itself in later versions. The string is what 1.13's c10::guts::to_string writes (an ostream of the
+// pointer); later versions dropped that function.
 template <typename Map>
 typename Map::key_type state_key(const torch::Tensor& p) {
   using Key = typename Map::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) return c10::guts::to_string(p.unsafeGetTensorImpl());
-  else return static_cast<Key>(p.unsafeGetTensorImpl());
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream key;
+    key << p.unsafeGetTensorImpl();
+    return key.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
 }
 
 // The loops walk the weight, its gradient, its shadow and its state as flat arrays, so all must be dense CPU
