@@ -23,6 +23,7 @@ int run_eval(const std::string& spec_path, const std::vector<std::string>& overr
                      "PyTorch file)");
   hardware::configure_threads(static_cast<int>(c.threads));
   const torch::Device device(c.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  hardware::configure_cuda_math(device.is_cuda() && c.precision.tf32);
   torch::manual_seed(c.seed);
 
   const data::Dataset test_set = data::load_dataset(c.data, "test");

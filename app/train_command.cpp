@@ -86,8 +86,7 @@ int run_train(const TrainOptions& options) {
                c.precision.mode, c.precision.strategy, precision::loss_scale_mode_name(c.precision.loss_scale.mode));
   if (const std::string core = hardware::blas_core_warning(); !core.empty()) logger->warn("{}", core);
   const bool tf32 = device.is_cuda() && c.precision.tf32;
-  at::globalContext().setAllowTF32CuBLAS(tf32);  // set both ways: LibTorch's defaults changed across versions
-  at::globalContext().setAllowTF32CuDNN(tf32);
+  hardware::configure_cuda_math(tf32);
   torch::manual_seed(c.seed);
 
   const data::Dataset train_set = data::load_dataset(c.data, "train");

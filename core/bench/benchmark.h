@@ -34,9 +34,11 @@ struct BenchResult {
   double train_flops_per_sample = 0.0;  // 6 x forward MACs (2 FLOPs per MAC, backward twice the forward)
   double achieved_flops = 0.0;
   std::string peak_dtype;
-  double peak_flops = 0.0;  // measured n=2048 GEMM in peak_dtype
+  int64_t gemm_n = 0;       // the probe's n x n x n matmul: 2048 on the CPU, 8192 on a GPU
+  double peak_flops = 0.0;  // measured GEMM in peak_dtype
   double mfu = 0.0;
-  int64_t peak_memory_bytes = 0;  // peak RSS of the process before the GEMM probe
+  int64_t peak_memory_bytes = 0;  // before the GEMM probe: the process's peak RSS, or on CUDA the allocator's peak
+  std::string peak_memory_kind;   // "RSS" or "CUDA allocator"
   std::vector<OpTime> ops;        // calls and times per timed step, largest self time first; only with profile_ops
 };
 
