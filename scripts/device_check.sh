@@ -11,7 +11,7 @@
 #   device run: bash scripts/device_check.sh   carry: [".devdeps", ".fmnist", "data"]   timeout_s: 590
 #
 # Order of work, so that a short lease still yields the most: the mpt binary alone first (if it does not build,
-# the PyTorch side of the table is still measured and the first compile errors are printed), the benchmark table,
+# every compile error is printed and the script stops, leaving device time for a rerun), the benchmark table,
 # then the test binary and `ctest -L fast` in whatever time is left (DEVICE_CHECK_SECONDS, default 560).
 # Results (build log, doctor, bench table as text and JSON lines, ctest log) go to $OUT when set, else
 # ./device-results. Gloo and NCCL are not built: Debian's Gloo headers need not match the wheel's, and one GPU
@@ -69,9 +69,10 @@ if [[ -x build-device/mpt ]]; then
   ./build-device/mpt doctor >"$out/doctor.txt" 2>&1
   log "doctor: $(grep -E 'GPUs|precision.mode: mixed' "$out/doctor.txt" | tr -s ' ' | paste -sd ';' -)"
 else
-  log "mpt did not build (C++$cxx_standard); the first errors of build.log:"
-  { grep -E 'error|Error' "$out/build.log" | head -n 40; tail -n 5 "$out/build.log"; } | tee -a "$out/summary.txt"
-  log "measuring the PyTorch side alone"
+  # Stop here: a lease is short, and the device time left is better spent on a rerun after the fix.
+  log "mpt did not build (C++$cxx_standard); the errors of build.log (ninja kept going to find them all):"
+  { grep -E 'error|Error|CMake Warning' "$out/build.log" | head -n 60; tail -n 5 "$out/build.log"; } | tee -a "$out/summary.txt"
+  exit 1
 fi
 
 # 3. Benchmarks, mpt next to PyTorch eager, synthetic batches, the same model/batch/optimizer/precision.
@@ -85,7 +86,6 @@ mpt_bench() {  # spec precision overrides...
     fp16) mode=mixed_fp16 ;;
     bf16) mode=mixed_bf16 ;;
   esac
-  ((built)) || return 0
   timeout 90 ./build-device/mpt bench "$spec" device.type=cuda precision.mode=$mode "${extra[@]}" "$@" --json 2>>"$out/bench.err"
 }
 py_bench() { timeout 90 "$python" scripts/pytorch_reference.py --device cuda "$@" 2>>"$out/bench.err"; }
