@@ -2,6 +2,15 @@
 // by peer", "Timed out waiting ..."); each is turned into one mpt::Error saying which collective failed.
 #include "core/dist/process_group.h"
 
+#include "core/precision/compat.h"  // first: MPT_TORCH_AT_LEAST picks the c10d header below
+
+// The collective interface itself, needed also when no backend is built in: c10d::Backend, Work and the
+// options live in Backend.hpp from 2.0, in ProcessGroup.hpp in 1.13.
+#if MPT_TORCH_AT_LEAST(2, 0)
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef MPT_WITH_GLOO
@@ -16,7 +25,6 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
-#include "core/precision/compat.h"
 
 namespace mpt::dist {
 
