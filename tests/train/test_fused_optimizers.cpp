@@ -26,14 +26,22 @@ void backward_step(const std::vector<torch::Tensor>& parameters, int step) {
   loss.backward();
 }
 
+// The step under test: the optimizer's own (the one-pass CPU loops), or the multi-tensor step GPU parameters take.
+enum class Path { own_step, multi_tensor };
+
+void take_step(torch::optim::Optimizer& optimizer, Path path) {
+  if (path == Path::own_step) optimizer.step();
+  else REQUIRE(mpt::train::multi_tensor_step(optimizer));
+}
+
 template <typename Reference, typename Fused, typename Options>
-void check_matches(const Options& options) {
+void check_matches(const Options& options, Path path = Path::own_step) {
   auto expected = make_parameters(), actual = make_parameters();
   Reference reference(expected, options);
   Fused fused(actual, options);
   for (int step = 1; step <= 25; ++step) {
     backward_step(expected, step), backward_step(actual, step);
-    reference.step(), fused.step();
+    reference.step(), take_step(fused, path);
   }
   for (size_t i = 0; i < expected.size(); ++i) {
     INFO("parameter " << i << ": max |difference| " << (actual[i] - expected[i]).abs().max().item<double>());
@@ -54,7 +62,7 @@ void check_matches(const Options& options) {
   archive.load_from(saved);
   resumed.load(archive);
   backward_step(expected, 26), backward_step(resumed_parameters, 26);
-  reference.step(), resumed.step();
+  reference.step(), take_step(resumed, path);
   for (size_t i = 0; i < expected.size(); ++i)
     CHECK(torch::allclose(resumed_parameters[i], expected[i], 1e-5, 1e-5));
 }
@@ -76,6 +84,30 @@ TEST_CASE("the fused SGD matches LibTorch's step for step and shares its state",
   check_matches<torch::optim::SGD, mpt::train::FusedSgd>(
       SGDOptions(0.01).momentum(0.9).nesterov(true).weight_decay(5e-4));
   check_matches<torch::optim::SGD, mpt::train::FusedSgd>(SGDOptions(0.02).momentum(0.5).dampening(0.3));
+}
+
+TEST_CASE("the multi-tensor step GPU parameters take matches LibTorch's Adam, AdamW and SGD", "[fast][train]") {
+  // On the CPU the _foreach ops run tensor by tensor: this checks the arithmetic and the state, not the speed.
+  using torch::optim::SGDOptions;
+  check_matches<torch::optim::Adam, mpt::train::FusedAdam>(torch::optim::AdamOptions(0.01), Path::multi_tensor);
+  check_matches<torch::optim::Adam, mpt::train::FusedAdam>(torch::optim::AdamOptions(0.01).weight_decay(0.1),
+                                                           Path::multi_tensor);
+  check_matches<torch::optim::AdamW, mpt::train::FusedAdamW>(torch::optim::AdamWOptions(0.01).weight_decay(0.05),
+                                                             Path::multi_tensor);
+  check_matches<torch::optim::SGD, mpt::train::FusedSgd>(SGDOptions(0.01), Path::multi_tensor);
+  check_matches<torch::optim::SGD, mpt::train::FusedSgd>(
+      SGDOptions(0.01).momentum(0.9).nesterov(true).weight_decay(5e-4), Path::multi_tensor);
+  check_matches<torch::optim::SGD, mpt::train::FusedSgd>(SGDOptions(0.02).momentum(0.5).dampening(0.3),
+                                                         Path::multi_tensor);
+
+  // amsgrad keeps LibTorch's own step, untouched by the multi-tensor one.
+  auto parameters = make_parameters();
+  mpt::train::FusedAdam amsgrad(parameters, torch::optim::AdamOptions(0.01).amsgrad(true));
+  backward_step(parameters, 1);
+  const torch::Tensor before = parameters[0].detach().clone();
+  CHECK_FALSE(mpt::train::multi_tensor_step(amsgrad));
+  CHECK(torch::equal(parameters[0], before));
+  CHECK(amsgrad.state().empty());
 }
 
 TEST_CASE("the fused optimizers take NHWC weights, and state saved in another layout", "[fast][train]") {
