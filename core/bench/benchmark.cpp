@@ -95,11 +95,6 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   const double total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timed_start).count();
   trainer.attach_profile(nullptr);
-  if (separate_profile) {
-    trainer.attach_profile(&phases);
-    for (int64_t i = 0; i < profiled_steps; ++i) trainer.step_once();
-    trainer.attach_profile(nullptr);
-  }
   if (profiler) {
     result.ops = profiler->finish();
     if (result.ops.size() > static_cast<size_t>(options.profile_ops)) result.ops.resize(options.profile_ops);
@@ -108,6 +103,11 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
       op.self_ms /= static_cast<double>(options.steps);
       op.total_ms /= static_cast<double>(options.steps);
     }
+  }
+  if (separate_profile) {  // after the op profiler has finished: its counts are per timed step
+    trainer.attach_profile(&phases);
+    for (int64_t i = 0; i < profiled_steps; ++i) trainer.step_once();
+    trainer.attach_profile(nullptr);
   }
   // Before the GEMM probe adds its matrices.
   result.peak_memory_kind = device.is_cuda() ? "CUDA allocator" : "RSS";
