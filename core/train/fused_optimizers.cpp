@@ -104,6 +104,20 @@ State& state_of(States& states, const torch::Tensor& p, Make&& make, bool& creat
   return static_cast<State&>(*found->second);
 }
 
+// A parameter's Adam state, made on its first step as LibTorch makes it: step 0, zero moments laid out like the
+// parameter.
+template <typename States>
+torch::optim::AdamParamState& adam_state_of(States& states, const torch::Tensor& p) {
+  bool created = false;
+  return state_of<torch::optim::AdamParamState>(states, p, [&] {
+    auto fresh = std::make_unique<torch::optim::AdamParamState>();
+    fresh->step(0);
+    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    return fresh;
+  }, created);
+}
+
 // A target's arrays: the gradient as FP32 or as BF16 bits, with the shadow in the latter case.
 template <typename Run>
 void with_arrays(const Target& t, Run&& run) {
@@ -189,14 +203,7 @@ void fused_adam_step(Optimizer& optimizer, bool decoupled, const TargetOf& targe
     for (auto& p : group.params()) {
       const Target target = target_of(p);
       if (!target.grad.defined()) continue;
-      bool created = false;
-      auto& state = state_of<torch::optim::AdamParamState>(states, p, [&] {
-        auto fresh = std::make_unique<torch::optim::AdamParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        return fresh;
-      }, created);
+      auto& state = adam_state_of(states, p);
       update_one(target, state, update, grad_factor);
     }
   }
@@ -321,14 +328,7 @@ void multi_tensor_adam(torch::optim::Optimizer& optimizer, bool decoupled) {
     std::vector<c10::Scalar> bias2_roots, neg_step_sizes;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      bool created = false;
-      auto& state = state_of<torch::optim::AdamParamState>(states, p, [&] {
-        auto fresh = std::make_unique<torch::optim::AdamParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        return fresh;
-      }, created);
+      auto& state = adam_state_of(states, p);
       state.step(state.step() + 1);
       const auto step = static_cast<double>(state.step());
       params.push_back(p);
