@@ -4,7 +4,7 @@
 // BERT-base step spent 150-175 ms in Adam. These subclasses keep LibTorch's state (AdamParamState: step, exp_avg,
 // exp_avg_sq; SGDParamState: momentum_buffer), options and serialisation, so checkpoints are unchanged, and update
 // FP32 CPU parameters in one fused loop on all threads. Parameters on a GPU take a multi-tensor step instead
-// (multi_tensor_step below); anything else (other dtypes or layouts on the CPU, amsgrad) the base class's step.
+// (multi_tensor_step.h); anything else (other dtypes or layouts on the CPU, amsgrad) the base class's step.
 //
 // The trainer steps them through step_masters, which takes the whole step between the gradient check and the
 // next forward in one pass: each gradient is unscaled and clipped by one factor as it is read, so no pass writes
@@ -39,14 +39,6 @@ class FusedSgd : public torch::optim::SGD {
   using torch::optim::SGD::SGD;
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
-
-// The step of an Adam, AdamW or SGD (mpt's or LibTorch's) in LibTorch's multi-tensor `_foreach` ops: the same
-// arithmetic, state and serialisation as LibTorch's step, in a few kernel launches per group instead of about
-// eight per parameter. LibTorch's C++ Adam took 11.4 ms a step for ResNet-50's 161 tensors on an H200
-// (docs/performance.md, "The CUDA path"). The fused optimizers take it when their parameters are on a GPU; tests
-// run it on CPU tensors, where the ops run tensor by tensor. Returns false and does nothing for what it does not
-// cover (amsgrad, sparse gradients, another optimizer).
-bool multi_tensor_step(torch::optim::Optimizer& optimizer);
 
 // Whether step_masters can step `optimizer` (a FusedAdam, FusedAdamW or FusedSgd over the masters of `pairs`)
 // with the gradients as they are now: CPU, FP32 or BF16 model parameters, each gradient dense and laid out like

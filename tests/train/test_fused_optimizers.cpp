@@ -8,6 +8,7 @@
 #include "core/precision/autocast.h"
 #include "core/precision/gradient_check.h"
 #include "core/train/fused_optimizers.h"
+#include "core/train/multi_tensor_step.h"
 #include "models/mlp.h"
 
 namespace {
