@@ -92,7 +92,7 @@ int run_train(const TrainOptions& options) {
   const data::Dataset train_set = data::load_dataset(c.data, "train");
   const data::Dataset test_set = data::load_dataset(c.data, "test");
   data::BatchLoader train_loader(train_set, c.data.batch_size, c.data.shuffle, c.seed, /*drop_last=*/true,
-                                 data::Shard{group.rank(), group.world_size()});
+                                 data::Shard{group.rank(), group.world_size()}, data::Delivery::to(device));
   logger->info("data {}: {} train / {} test samples, {} batches of {} per epoch", c.data.name, train_set.size(),
                test_set.size(), train_loader.batches_per_epoch(),
                group.distributed() ? fmt::format("{} x {} ranks", c.data.batch_size, group.world_size())

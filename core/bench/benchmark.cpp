@@ -63,7 +63,8 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   const data::Dataset train_set = options.real_data ? data::load_dataset(c.data, "train")
                                                     : data::synthetic_dataset(c.data, batches * batch);
   const data::Dataset test_set = data::synthetic_dataset(c.data, 1);
-  data::BatchLoader loader(train_set, batch, c.data.shuffle, c.seed, /*drop_last=*/true);
+  data::BatchLoader loader(train_set, batch, c.data.shuffle, c.seed, /*drop_last=*/true, data::Shard{},
+                          data::Delivery::to(device));
 
   // On a GPU each phase mark synchronises the device, which would serialise the very steps being timed: there
   // the timed steps run unmarked (keeping the step's one overflow-check sync) and a few extra steps after them

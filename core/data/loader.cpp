@@ -17,53 +17,11 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-// (x - mean) / std per channel, in place; one mean/std value applies to every channel.
-void normalise(torch::Tensor& x, const std::vector<float>& mean, const std::vector<float>& std) {
-  if (mean.size() == 1) {
-    x.sub_(mean[0]).div_(std[0]);
-    return;
-  }
-  const auto channels = static_cast<int64_t>(mean.size());
-  x.sub_(torch::tensor(mean).view({1, channels, 1, 1})).div_(torch::tensor(std).view({1, channels, 1, 1}));
-}
-
-// normalise(images[indices] / 255) in one pass over the batch, for uint8 (N, C, H, W) images: the same float
-// operations in the same order as the tensor ops (`to`, `div_`, `sub_`, `div_`), which took five passes and
-// 7-8% of the FP32 MLP's step.
-torch::Tensor gather_normalised(const torch::Tensor& images, const torch::Tensor& indices,
-                                const std::vector<float>& mean, const std::vector<float>& std) {
-  MPT_CHECK(images.scalar_type() == torch::kUInt8, "in-memory images must be uint8");
-  const int64_t count = indices.size(0), channels = images.size(1);
-  const auto fits = [&](const std::vector<float>& values) {
-    return values.size() == 1 || static_cast<int64_t>(values.size()) == channels;
-  };
-  MPT_CHECK(fits(mean) && fits(std), "normalisation needs one mean and std, or one per image channel");
-  const int64_t plane = images.size(2) * images.size(3), sample = channels * plane;
-  torch::Tensor out = torch::empty({count, channels, images.size(2), images.size(3)}, torch::kFloat);
-  const uint8_t* source = images.data_ptr<uint8_t>();
-  const int64_t* index = indices.data_ptr<int64_t>();
-  float* target = out.data_ptr<float>();
-  const int64_t samples = images.size(0);
-  for (int64_t i = 0; i < count; ++i)
-    MPT_CHECK(index[i] >= 0 && index[i] < samples, "sample index out of range");
-  at::parallel_for(0, count * channels, std::max<int64_t>(1, (1 << 14) / plane), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {  // one channel plane of one sample
-      const int64_t i = row / channels, c = row % channels;
-      const float m = mean.size() == 1 ? mean[0] : mean[static_cast<size_t>(c)];
-      const float s = std.size() == 1 ? std[0] : std[static_cast<size_t>(c)];
-      const uint8_t* in = source + index[i] * sample + c * plane;
-      float* o = target + row * plane;
-      for (int64_t j = 0; j < plane; ++j) o[j] = (static_cast<float>(in[j]) / 255.0f - m) / s;
-    }
-  });
-  return out;
-}
-
 }  // namespace
 
 BatchLoader::BatchLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, uint64_t seed, bool drop_last,
-                         Shard shard)
-    : dataset_(dataset), batch_size_(batch_size), shard_(shard), shuffle_(shuffle), seed_(seed) {
+                         Shard shard, Delivery delivery)
+    : dataset_(dataset), batch_size_(batch_size), shard_(shard), delivery_(delivery), shuffle_(shuffle), seed_(seed) {
   MPT_CHECK(shard_.count >= 1 && shard_.index >= 0 && shard_.index < shard_.count, "bad data shard");
   const int64_t n = dataset_.size(), global = batch_size_ * shard_.count;
   batches_per_epoch_ = drop_last ? n / global : (n + global - 1) / global;
@@ -131,34 +89,23 @@ DataPosition BatchLoader::after(const DataPosition& position) const {
                                                   : DataPosition{position.epoch, position.batch + 1};
 }
 
-Batch BatchLoader::image_batch(const torch::Tensor& indices, uint64_t seed) const {
-  Batch batch;
-  batch.inputs = gather_normalised(dataset_.images.contiguous(), indices.contiguous(), dataset_.mean, dataset_.std);
-  if (dataset_.out_size > 0 && dataset_.out_size != batch.inputs.size(2)) {
-    namespace F = torch::nn::functional;
-    batch.inputs = F::interpolate(batch.inputs, F::InterpolateFuncOptions()
-                                                    .size(std::vector<int64_t>{dataset_.out_size, dataset_.out_size})
-                                                    .mode(torch::kBilinear)
-                                                    .align_corners(false));
+BatchLoader::HostBatch BatchLoader::image_batch(const torch::Tensor& indices, uint64_t seed) const {
+  HostBatch host;
+  const torch::Tensor images = dataset_.images.contiguous();
+  if (dataset_.augment) {
+    const int64_t height = dataset_.out_size > 0 ? dataset_.out_size : images.size(2);  // after resizing
+    host.crop_flips = draw_crop_flips(indices.size(0), height, seed);
   }
-  if (dataset_.augment) {  // random crop from a zero (= mean) padded image, and a horizontal flip per sample
-    torch::Generator generator = at::detail::createCPUGenerator(seed);
-    const int64_t count = batch.inputs.size(0), height = batch.inputs.size(2), width = batch.inputs.size(3);
-    const int64_t pad = std::max<int64_t>(1, height / 8);
-    const torch::Tensor padded = torch::constant_pad_nd(batch.inputs, {pad, pad, pad, pad}, 0.0);
-    const torch::Tensor offsets = torch::randint(0, 2 * pad + 1, {count, 2}, generator, torch::kLong);
-    const torch::Tensor flips = torch::rand({count}, generator).lt(0.5);
-    auto offset = offsets.accessor<int64_t, 2>();
-    auto flip = flips.accessor<bool, 1>();
-    for (int64_t i = 0; i < count; ++i) {
-      torch::Tensor crop = padded[i].narrow(1, offset[i][0], height).narrow(2, offset[i][1], width);
-      batch.inputs[i].copy_(flip[i] ? crop.flip({2}) : crop);
-    }
+  if (delivery_.finish_on_device) {
+    host.batch.inputs = gather_pixels(images, indices.contiguous(), /*pinned=*/delivery_.device.is_cuda());
+    host.pixels = true;
+  } else {
+    host.batch.inputs = shape_images(gather_normalised(images, indices.contiguous(), dataset_.mean, dataset_.std),
+                                     dataset_, host.crop_flips ? &*host.crop_flips : nullptr);
+    host.crop_flips.reset();
   }
-  if (dataset_.out_channels > batch.inputs.size(1))  // grayscale -> RGB for ImageNet-style stems
-    batch.inputs = batch.inputs.expand({-1, dataset_.out_channels, -1, -1}).contiguous();
-  batch.targets = dataset_.labels.index_select(0, indices);
-  return batch;
+  host.batch.targets = dataset_.labels.index_select(0, indices);
+  return host;
 }
 
 Batch BatchLoader::file_batch(const torch::Tensor& indices, uint64_t seed) const {
@@ -170,7 +117,7 @@ Batch BatchLoader::file_batch(const torch::Tensor& indices, uint64_t seed) const
     const torch::Tensor image = decode_image(dataset_.files[static_cast<size_t>(index[i])]);
     batch.inputs[i].copy_(transform_image(image, size, dataset_.augment, splitmix64(sample_state)));
   }
-  normalise(batch.inputs, dataset_.mean, dataset_.std);
+  normalise_(batch.inputs, dataset_.mean, dataset_.std);
   return batch;
 }
 
@@ -181,19 +128,48 @@ Batch BatchLoader::token_batch(const torch::Tensor& indices, uint64_t seed) cons
   return {masked.inputs, masked.targets};
 }
 
-Batch BatchLoader::make_batch(const torch::Tensor& indices, uint64_t seed) const {
-  if (dataset_.tokens.defined()) return token_batch(indices, seed);
-  if (dataset_.from_files()) return file_batch(indices, seed);
-  return image_batch(indices, seed);
+BatchLoader::HostBatch BatchLoader::make_batch(const torch::Tensor& indices, uint64_t seed) const {
+  HostBatch host;
+  if (dataset_.tokens.defined()) host.batch = token_batch(indices, seed);
+  else if (dataset_.from_files()) host.batch = file_batch(indices, seed);
+  else host = image_batch(indices, seed);
+  if (delivery_.device.is_cuda()) {  // a copy that does not block the host needs pinned memory
+    auto pin = [](torch::Tensor& t) {
+      if (!t.is_pinned()) t = t.pin_memory();
+    };
+    pin(host.batch.inputs);
+    pin(host.batch.targets);
+    if (host.crop_flips) pin(host.crop_flips->offsets), pin(host.crop_flips->flips);
+  }
+  return host;
+}
+
+Batch BatchLoader::deliver(HostBatch host) const {
+  const torch::Device device = delivery_.device;
+  const bool non_blocking = device.is_cuda();  // from the pinned memory make_batch staged it in
+  const auto send = [&](const torch::Tensor& t) { return t.to(device, non_blocking); };
+  Batch batch{send(host.batch.inputs), send(host.batch.targets)};
+  if (host.pixels) {
+    std::optional<CropFlips> crop_flips;
+    if (host.crop_flips)
+      crop_flips = CropFlips{host.crop_flips->pad, send(host.crop_flips->offsets), send(host.crop_flips->flips)};
+    batch.inputs = shape_images(normalise_pixels(batch.inputs, dataset_.mean, dataset_.std), dataset_,
+                                crop_flips ? &*crop_flips : nullptr);
+  }
+  return batch;
 }
 
 Batch BatchLoader::next() {
-  Batch batch;
-  if (!dataset_.from_files()) {
-    batch = make_batch(indices_at(position_), batch_seed(position_));
+  HostBatch host;
+  // File datasets keep `workers` batches decoding; a prefetching in-memory one makes the next batch while the
+  // device trains on this one.
+  const size_t in_flight = dataset_.from_files() ? static_cast<size_t>(std::max<int64_t>(1, dataset_.workers))
+                           : delivery_.prefetch   ? 2
+                                                  : 0;
+  if (in_flight == 0) {
+    host = make_batch(indices_at(position_), batch_seed(position_));
   } else {
-    // Keep `workers` batches in flight, in order from the current position.
-    const size_t in_flight = static_cast<size_t>(std::max<int64_t>(1, dataset_.workers));
+    // Keep `in_flight` batches in flight, in order from the current position.
     DataPosition next_position = pending_.empty() ? position_ : after(pending_.back().position);
     while (pending_.size() < in_flight) {
       torch::Tensor indices = indices_at(next_position).clone();
@@ -205,12 +181,12 @@ Batch BatchLoader::next() {
     }
     MPT_CHECK(pending_.front().position.epoch == position_.epoch && pending_.front().position.batch == position_.batch,
               "prefetched batch out of order");
-    std::future<Batch> ready = std::move(pending_.front().batch);
+    std::future<HostBatch> ready = std::move(pending_.front().batch);
     pending_.pop_front();
-    batch = ready.get();  // rethrows a worker's decoding error
+    host = ready.get();  // rethrows a worker's error (a file that does not decode)
   }
   position_ = after(position_);
-  return batch;
+  return deliver(std::move(host));
 }
 
 }  // namespace mpt::data

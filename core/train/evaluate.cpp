@@ -12,14 +12,16 @@ EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, tor
   const bool was_training = model.is_training();
   model.eval();
   const data::Shard shard = group ? data::Shard{group->rank(), group->world_size()} : data::Shard{};
-  data::BatchLoader loader(dataset, batch_size, /*shuffle=*/false, /*seed=*/0, /*drop_last=*/false, shard);
+  data::BatchLoader loader(dataset, batch_size, /*shuffle=*/false, /*seed=*/0, /*drop_last=*/false, shard,
+                           data::Delivery::to(device));
   auto options = torch::TensorOptions().dtype(torch::kDouble).device(device);
   // loss sum, correct predictions, predictions (samples, or masked tokens under masked-LM)
   torch::Tensor sums = torch::zeros({3}, options);
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     data::Batch batch = loader.next();
     if (batch.targets.size(0) == 0) continue;  // this rank's slice of the ragged last batch is empty
-    torch::Tensor inputs = batch.inputs.to(device), targets = batch.targets.to(device);
+    const torch::Tensor& inputs = batch.inputs;  // on the device
+    const torch::Tensor& targets = batch.targets;
     models::Prediction prediction;
     {
       precision::AutocastScope autocast(device.type(), compute_dtype);

@@ -100,9 +100,8 @@ void Trainer::step_once() {
   for (int64_t micro = 0; micro < config_.grad_accum_steps; ++micro) {
     const int64_t epoch_before = train_loader_.position().epoch;
     data::Batch batch = train_loader_.next();
-    const bool pinned = device_.is_cuda();
-    torch::Tensor inputs = (pinned ? batch.inputs.pin_memory() : batch.inputs).to(device_, /*non_blocking=*/pinned);
-    torch::Tensor targets = (pinned ? batch.targets.pin_memory() : batch.targets).to(device_, pinned);
+    // The loader delivers to this device (pinned and non-blocking on a GPU, data::Delivery); `to` is then a no-op.
+    torch::Tensor inputs = batch.inputs.to(device_), targets = batch.targets.to(device_);
     mark(&StepPhases::data);
     models::Prediction prediction;
     {
