@@ -172,6 +172,14 @@ def main():
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
     mixed = dtype is not None
     params = [p for p in model.parameters()]
+    # On a GPU, FP16 takes the GradScaler a user would write (BF16 needs none); 1.13's GradScaler is CUDA-only, so
+    # the CPU's mixed step scales, unscales and checks by hand as mpt does.
+    scaler = None
+    if cuda and args.precision == "fp16":
+        if hasattr(torch.amp, "GradScaler"):  # PyTorch 2.3 and later
+            scaler = torch.amp.GradScaler("cuda", init_scale=args.loss_scale)
+        else:
+            scaler = torch.cuda.amp.GradScaler(init_scale=args.loss_scale)
 
     def step(i):
         inputs, masked, targets = batches[i % len(batches)]
@@ -187,7 +195,12 @@ def main():
                     x = x.contiguous(memory_format=torch.channels_last)
                 logits = model(x)
         loss = F.cross_entropy(logits.float(), targets)
-        if mixed:  # scaled backward, unscale, one overflow check, skip on Inf/NaN (GradScaler is CUDA-only in 1.13)
+        if scaler is not None:  # scaled backward, unscale, one overflow check, skip on Inf/NaN, scale update
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            return
+        if mixed and not cuda:  # the same by hand
             (loss * args.loss_scale).backward()
             grads = [p.grad for p in params if p.grad is not None]
             torch._foreach_mul_(grads, 1.0 / args.loss_scale)
@@ -204,13 +217,16 @@ def main():
     for i in range(args.warmup):
         step(i)
     synchronize()
+    # As mpt bench times them: on a GPU the steps run without a sync of their own (the scaler's overflow check has
+    # one) and the total includes the last step's kernels; a step's time there is the host's.
     times = []
+    timed_start = time.perf_counter()
     for i in range(args.steps):
         start = time.perf_counter()
         step(i)
-        synchronize()
         times.append(time.perf_counter() - start)
-    total = sum(times)
+    synchronize()
+    total = time.perf_counter() - timed_start
     print(json.dumps({"framework": "pytorch-eager " + torch.__version__, "model": args.model,
                       "precision": args.precision, "device": DEVICE, "batch": args.batch,
                       "threads": torch.get_num_threads(), "samples_per_sec": args.steps * args.batch / total,
