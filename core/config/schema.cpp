@@ -88,9 +88,10 @@ std::vector<KeySpec> build_schema() {
 
       choice("precision.mode", "fp32", {"fp32", "mixed", "mixed_bf16", "mixed_fp16"},
              "mixed resolves to bf16 on a CPU with BF16 and on CUDA >= 8.0, fp16 on CUDA 7.x."),
-      choice("precision.strategy", "autocast", {"autocast", "master_weights"},
+      choice("precision.strategy", "autocast", {"auto", "autocast", "master_weights"},
              "autocast: FP32 weights cast per op (PyTorch AMP, Apex O1); master_weights: BF16/FP16 weights in the "
-             "model, FP32 masters in the optimizer (Apex O2)."),
+             "model, FP32 masters in the optimizer (Apex O2); auto: master_weights for mixed precision on the CPU, "
+             "where the fused optimizer steps the masters in one pass, autocast elsewhere."),
       list("precision.fp32_modules", KeyType::kStringList,
            "[head, fc, '*LayerNorm', cls.predictions, classifier]", 0,
            "Module name patterns run as FP32 islands under autocast, FP32 activations in and out ('*' matches any "

@@ -51,6 +51,18 @@ TEST_CASE("device auto and loss-scale auto resolve, and say why", "[fast][config
   CHECK_THAT(gpu.origin("precision.mode"), Catch::Contains("compute capability 7.0"));
 }
 
+TEST_CASE("strategy auto: master weights for mixed precision on the CPU, autocast on a GPU and in FP32", "[fast][config]") {
+  Spec cpu = resolved({"precision.mode=mixed", "precision.strategy=auto"}, kBf16Cpu);
+  CHECK(cpu.get_string("precision.strategy") == "master_weights");
+  CHECK_THAT(cpu.origin("precision.strategy"), Catch::Contains("auto: mixed precision on the CPU"));
+  CHECK(resolved({"precision.mode=fp32", "precision.strategy=auto"}, kBf16Cpu).get_string("precision.strategy") ==
+        "autocast");
+  Spec gpu = resolved({"precision.mode=mixed", "precision.strategy=auto"}, kHopper);
+  CHECK(gpu.get_string("precision.strategy") == "autocast");
+  CHECK_THAT(gpu.origin("precision.strategy"), Catch::Contains("on a GPU"));
+  CHECK(resolved({"precision.mode=mixed"}, kBf16Cpu).get_string("precision.strategy") == "autocast");  // the default
+}
+
 TEST_CASE("impossible combinations are spec errors, all at once", "[fast][config]") {
   std::string message = resolve_error({"precision.mode=mixed_fp16", "train.epochs=0", "data.root=/nonexistent"},
                                       kBf16Cpu);
