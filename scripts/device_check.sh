@@ -97,7 +97,8 @@ mpt_bench() {  # precision spec overrides...
   timeout 90 ./build-device/mpt bench "$spec" device.type=cuda precision.mode=$mode "${extra[@]}" "$@" --json 2>>"$out/bench.err"
 }
 py_bench() { timeout 90 "$python" scripts/pytorch_reference.py --device cuda "$@" 2>>"$out/bench.err"; }
-printf '%-34s %14s %14s %8s %8s\n' case mpt_samples/s eager_samples/s ratio mpt_mfu | tee "$out/bench.txt"
+printf '%-34s %14s %14s %8s %8s  %s\n' case mpt_samples/s eager_samples/s ratio mpt_mfu \
+  "mpt ms/step: data fwd bwd scaler opt" | tee "$out/bench.txt"
 run_case() {  # name precision "mpt args" "python args"
   local name=$1 precision=$2 margs=$3 pargs=$4 m p
   # shellcheck disable=SC2086
@@ -113,9 +114,11 @@ def field(text, key):
     except Exception:
         return None
 ms, ps, mfu = field(m, "samples_per_sec"), field(p, "samples_per_sec"), field(m, "mfu")
+phases = field(m, "breakdown_ms") or {}
 fmt = lambda v: "%.1f" % v if isinstance(v, (int, float)) else "failed"
 ratio = "%.2fx" % (ms / ps) if ms and ps else "-"
-print("%-34s %14s %14s %8s %8s" % (name, fmt(ms), fmt(ps), ratio, "%.2f" % mfu if mfu else "-"))
+breakdown = " ".join("%.2f" % phases[k] for k in ("data", "forward", "backward", "scaler", "optimizer") if k in phases)
+print("%-34s %14s %14s %8s %8s  %s" % (name, fmt(ms), fmt(ps), ratio, "%.2f" % mfu if mfu else "-", breakdown))
 PY
 }
 # ResNet-50 and the MLP run on the MLP spec's optimizer (Adam), as the reference does; one model's four precisions
