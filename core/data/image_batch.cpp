@@ -65,7 +65,7 @@ torch::Tensor gather_normalised(const torch::Tensor& images, const torch::Tensor
 
 torch::Tensor gather_pixels(const torch::Tensor& images, const torch::Tensor& indices, bool pinned) {
   check_gather(images, indices);
-  const int64_t count = indices.size(0), sample = images[0].numel();
+  const int64_t count = indices.size(0), sample = images.size(1) * images.size(2) * images.size(3);
   torch::Tensor out = torch::empty({count, images.size(1), images.size(2), images.size(3)},
                                    torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(pinned));
   const uint8_t* source = images.data_ptr<uint8_t>();

@@ -92,17 +92,18 @@ DataPosition BatchLoader::after(const DataPosition& position) const {
 BatchLoader::HostBatch BatchLoader::image_batch(const torch::Tensor& indices, uint64_t seed) const {
   HostBatch host;
   const torch::Tensor images = dataset_.images.contiguous();
+  std::optional<CropFlips> crop_flips;
   if (dataset_.augment) {
     const int64_t height = dataset_.out_size > 0 ? dataset_.out_size : images.size(2);  // after resizing
-    host.crop_flips = draw_crop_flips(indices.size(0), height, seed);
+    crop_flips = draw_crop_flips(indices.size(0), height, seed);
   }
   if (delivery_.finish_on_device) {
     host.batch.inputs = gather_pixels(images, indices.contiguous(), /*pinned=*/delivery_.device.is_cuda());
     host.pixels = true;
+    host.crop_flips = std::move(crop_flips);
   } else {
     host.batch.inputs = shape_images(gather_normalised(images, indices.contiguous(), dataset_.mean, dataset_.std),
-                                     dataset_, host.crop_flips ? &*host.crop_flips : nullptr);
-    host.crop_flips.reset();
+                                     dataset_, crop_flips ? &*crop_flips : nullptr);
   }
   host.batch.targets = dataset_.labels.index_select(0, indices);
   return host;
