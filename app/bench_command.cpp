@@ -94,9 +94,9 @@ int run_bench(const BenchOptions& options) {
   if (options.loader_only) {
     const bench::LoaderResult loader = bench::run_loader_benchmark(c, bench_options);
     if (options.json) std::cout << bench::to_json(loader).dump(2) << "\n";
-    else std::cout << fmt::format("data loader ({} data, batch {}): {:.0f} samples/s, median {:.3f} ms per batch\n",
-                                  loader.real_data ? "real" : "synthetic", loader.batch, loader.samples_per_sec,
-                                  loader.median_batch_ms);
+    else std::cout << fmt::format("data loader ({} data, batch {}, delivered to {}): {:.0f} samples/s, median {:.3f} "
+                                  "ms per batch\n", loader.real_data ? "real" : "synthetic", loader.batch,
+                                  loader.device, loader.samples_per_sec, loader.median_batch_ms);
     return kExitOk;
   }
   const bench::BenchResult result = bench::run_benchmark(c, bench_options);

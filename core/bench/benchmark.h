@@ -45,8 +45,10 @@ struct BenchResult {
 // `c` is a resolved spec's config; its data.batch_size is the batch measured.
 BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& options);
 
-// The data loader alone (next batch, normalised, resized, on the host), to compare with what the model consumes.
+// The data loader alone, to compare with what the model consumes: each batch normalised, resized and delivered
+// where training receives it (on a GPU the copy and the on-device finishing count).
 struct LoaderResult {
+  std::string device;  // where the batches were delivered: finished there, as training receives them
   bool real_data = false;
   int64_t batch = 0;
   int64_t batches = 0;

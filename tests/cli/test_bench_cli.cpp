@@ -74,6 +74,7 @@ TEST_CASE("mpt bench --loader-only measures the data loader alone", "[fast][cli]
   const nlohmann::json r = nlohmann::json::parse(run.output.substr(run.output.find('{')));
   CHECK(r["loader_only"] == true);
   CHECK(r["data"] == "real");
+  CHECK((r["device"] == "cpu" || r["device"] == "cuda"));  // the spec's device.type auto, resolved
   CHECK(r["batches"] == 50);
   CHECK(r["samples_per_sec"].get<double>() > 0);
 }
