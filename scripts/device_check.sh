@@ -140,6 +140,16 @@ for precision in fp32 tf32 fp16 bf16; do
     "--model bert-base --batch 32 --steps 20 --warmup 5"
 done
 log "benchmarks done at $((SECONDS - started)) s; table in bench.txt"
+# The loader alone on real Fashion-MNIST, delivered to the GPU (uint8 pixels in pinned memory, finished there),
+# against what the models above consume.
+if ((built)) && ((SECONDS - started < budget - 150)); then
+  for loader_case in "configs/mlp_fmnist_mixed.yaml data.batch_size=512" \
+                     "configs/resnet50_fmnist_mixed.yaml data.image_size=112 data.batch_size=128"; do
+    # shellcheck disable=SC2086
+    log "loader: $loader_case: $(timeout 60 ./build-device/mpt bench $loader_case device.type=cuda --loader-only \
+                                   --real-data --steps 200 2>>"$out/bench.err")"
+  done
+fi
 
 # 4. The test suite with CUDA visible (specs resolve device.type auto -> cuda, mixed -> bf16 or fp16), in the time
 # left. Tests of Gloo data parallelism fail here by construction (built without it); the log says which.
