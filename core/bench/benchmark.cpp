@@ -47,6 +47,11 @@ struct ScratchSinks {
   io::TensorBoardWriter tensorboard;
 };
 
+// The resolved spec's device (device.type is cpu or cuda by now).
+torch::Device device_of(const config::ExperimentConfig& c) {
+  return c.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+}
+
 }  // namespace
 
 BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& options) {
@@ -54,7 +59,7 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   result.threads = hardware::configure_threads(static_cast<int>(c.threads));
   result.blas = hardware::blas_description();
   result.allocator = hardware::allocator_description();
-  const torch::Device device(c.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  const torch::Device device = device_of(c);
   hardware::configure_cuda_math(device.is_cuda() && c.precision.tf32);
   torch::manual_seed(c.seed);
 
@@ -143,7 +148,7 @@ LoaderResult run_loader_benchmark(const config::ExperimentConfig& c, const Bench
   const data::Dataset dataset = options.real_data ? data::load_dataset(c.data, "train")
                                                   : data::synthetic_dataset(c.data, 64 * batch);
   // Delivered where training would receive them: on a GPU that includes the copy and the on-device finishing.
-  const torch::Device device(c.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  const torch::Device device = device_of(c);
   data::BatchLoader loader(dataset, batch, c.data.shuffle, c.seed, /*drop_last=*/true, data::Shard{},
                            data::Delivery::to(device));
   for (int64_t i = 0; i < options.warmup; ++i) loader.next();

@@ -264,12 +264,20 @@ bool on_gpu(torch::optim::Optimizer& optimizer) {
   return false;
 }
 
+// The step of a parameter set the one-pass loop cannot take: the multi-tensor step on a GPU, the base class's
+// otherwise.
+template <typename Base>
+torch::Tensor unfused_step(Base& optimizer) {
+  if (on_gpu(optimizer) && multi_tensor_step(optimizer)) return {};
+  return optimizer.Base::step();
+}
+
 }  // namespace
 
 torch::Tensor FusedSgd::step(LossClosure closure) {
   TORCH_CHECK(!closure, "mpt's fused SGD takes no closure");
   if (!every_gradient_fusable(*this, own_gradient))
-    return on_gpu(*this) && multi_tensor_step(*this) ? torch::Tensor() : torch::optim::SGD::step();
+    return unfused_step<torch::optim::SGD>(*this);
   fused_sgd_step(*this, own_gradient, 1.0f);
   return {};
 }
@@ -277,7 +285,7 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
 torch::Tensor FusedAdam::step(LossClosure closure) {
   TORCH_CHECK(!closure, "mpt's fused Adam takes no closure");
   if (!adam_fusable<torch::optim::AdamOptions>(*this, own_gradient))
-    return on_gpu(*this) && multi_tensor_step(*this) ? torch::Tensor() : torch::optim::Adam::step();
+    return unfused_step<torch::optim::Adam>(*this);
   fused_adam_step<torch::optim::AdamOptions>(*this, /*decoupled=*/false, own_gradient, 1.0f);
   return {};
 }
@@ -285,7 +293,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
 torch::Tensor FusedAdamW::step(LossClosure closure) {
   TORCH_CHECK(!closure, "mpt's fused AdamW takes no closure");
   if (!adam_fusable<torch::optim::AdamWOptions>(*this, own_gradient))
-    return on_gpu(*this) && multi_tensor_step(*this) ? torch::Tensor() : torch::optim::AdamW::step();
+    return unfused_step<torch::optim::AdamW>(*this);
   fused_adam_step<torch::optim::AdamWOptions>(*this, /*decoupled=*/true, own_gradient, 1.0f);
   return {};
 }
