@@ -251,10 +251,13 @@ torch::Tensor BertForMaskedLmImpl::forward(const torch::Tensor& inputs) {
   return head(hidden.reshape({-1, config_.hidden})).view({inputs.size(0), inputs.size(1), -1});  // (B, S, V)
 }
 
-Prediction BertForMaskedLmImpl::predict(const torch::Tensor& inputs, const torch::Tensor& targets) {
+Prediction BertForMaskedLmImpl::predict(const torch::Tensor& inputs, const torch::Tensor& targets,
+                                        const torch::Tensor& target_positions) {
   const torch::Tensor hidden = bert_->forward(inputs).reshape({-1, config_.hidden});  // (B*S, H)
   const torch::Tensor flat_targets = targets.reshape({-1});
-  const torch::Tensor positions = flat_targets.ne(kIgnoredTarget).nonzero().squeeze(1);  // (M)
+  // The loader's positions when it sent them: on a GPU, nonzero() must read the count back, a host sync.
+  const torch::Tensor positions = target_positions.defined() ? target_positions
+                                                             : flat_targets.ne(kIgnoredTarget).nonzero().squeeze(1);  // (M)
   return {head(hidden.index_select(0, positions)), flat_targets.index_select(0, positions)};  // (M, V), (M)
 }
 

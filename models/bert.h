@@ -89,7 +89,9 @@ class BertForMaskedLmImpl : public ModelImpl {
  public:
   BertForMaskedLmImpl(const BertConfig& config, const precision::ModulePolicy& policy);
   torch::Tensor forward(const torch::Tensor& inputs) override;
-  Prediction predict(const torch::Tensor& inputs, const torch::Tensor& targets) override;
+  using ModelImpl::predict;
+  Prediction predict(const torch::Tensor& inputs, const torch::Tensor& targets,
+                     const torch::Tensor& target_positions) override;
   int64_t forward_macs(const data::SampleShape& sample) const override;
   std::set<std::string> tied_to_fp32_islands() const override;
 

@@ -27,9 +27,13 @@ class ModelImpl : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;  // (B, ...) -> logits (B, [S,] K)
 
   // The training and evaluation entry: classifiers return forward(inputs) with the targets unchanged.
-  virtual Prediction predict(const torch::Tensor& inputs, const torch::Tensor& targets) {
+  // `target_positions`, when defined, are the flat indices of the targets that count (data::Batch's, found on the
+  // host); a masked-LM head finds them itself otherwise.
+  virtual Prediction predict(const torch::Tensor& inputs, const torch::Tensor& targets,
+                             const torch::Tensor& /*target_positions*/) {
     return {forward(inputs), targets};
   }
+  Prediction predict(const torch::Tensor& inputs, const torch::Tensor& targets) { return predict(inputs, targets, {}); }
 
   // Multiply-accumulates of one forward pass for one sample; training costs about 3 x 2 x this many FLOPs
   // (forward, and backward for inputs and weights).

@@ -111,7 +111,7 @@ BatchLoader::HostBatch BatchLoader::image_batch(const torch::Tensor& indices, ui
 
 Batch BatchLoader::file_batch(const torch::Tensor& indices, uint64_t seed) const {
   const int64_t count = indices.size(0), size = dataset_.out_size;
-  Batch batch{torch::empty({count, 3, size, size}), dataset_.labels.index_select(0, indices)};
+  Batch batch{torch::empty({count, 3, size, size}), dataset_.labels.index_select(0, indices), {}};
   auto index = indices.accessor<int64_t, 1>();
   for (int64_t i = 0; i < count; ++i) {
     uint64_t sample_state = seed + static_cast<uint64_t>(i);
@@ -124,9 +124,10 @@ Batch BatchLoader::file_batch(const torch::Tensor& indices, uint64_t seed) const
 
 Batch BatchLoader::token_batch(const torch::Tensor& indices, uint64_t seed) const {
   const torch::Tensor tokens = dataset_.tokens.index_select(0, indices).to(torch::kLong);  // (B, S)
-  if (!dataset_.masked_lm) return {tokens, dataset_.labels.index_select(0, indices)};
+  if (!dataset_.masked_lm) return {tokens, dataset_.labels.index_select(0, indices), {}};
   MaskedTokens masked = mask_tokens(tokens, *dataset_.masked_lm, seed);
-  return {masked.inputs, masked.targets};
+  torch::Tensor positions = masked.targets.reshape({-1}).ne(kIgnoredTarget).nonzero().squeeze(1);
+  return {masked.inputs, masked.targets, positions};
 }
 
 BatchLoader::HostBatch BatchLoader::make_batch(const torch::Tensor& indices, uint64_t seed) const {
@@ -140,6 +141,7 @@ BatchLoader::HostBatch BatchLoader::make_batch(const torch::Tensor& indices, uin
     };
     pin(host.batch.inputs);
     pin(host.batch.targets);
+    if (host.batch.target_positions.defined()) pin(host.batch.target_positions);
     if (host.crop_flips) pin(host.crop_flips->offsets), pin(host.crop_flips->flips);
   }
   return host;
@@ -149,7 +151,8 @@ Batch BatchLoader::deliver(HostBatch host) const {
   const torch::Device device = delivery_.device;
   const bool non_blocking = device.is_cuda();  // from the pinned memory make_batch staged it in
   const auto send = [&](const torch::Tensor& t) { return t.to(device, non_blocking); };
-  Batch batch{send(host.batch.inputs), send(host.batch.targets)};
+  const torch::Tensor& positions = host.batch.target_positions;
+  Batch batch{send(host.batch.inputs), send(host.batch.targets), positions.defined() ? send(positions) : positions};
   if (host.pixels) {
     std::optional<CropFlips> crop_flips;
     if (host.crop_flips)

@@ -46,6 +46,9 @@ struct Delivery {
 struct Batch {
   torch::Tensor inputs;   // images: FP32 (B, C, H, W), normalised; text: int64 token ids (B, S)
   torch::Tensor targets;  // int64 (B) labels, or (B, S) masked-LM targets (-100 where not predicted)
+  // Masked-LM: int64 (M), the flat indices of the targets that are not -100, found on the host as the batch is
+  // made, where counting them costs nothing (on a GPU, nonzero() waits for the device). Undefined otherwise.
+  torch::Tensor target_positions;
 };
 
 class BatchLoader {

@@ -25,7 +25,7 @@ EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, tor
     models::Prediction prediction;
     {
       precision::AutocastScope autocast(device.type(), compute_dtype);
-      prediction = model.predict(inputs, targets);
+      prediction = model.predict(inputs, targets, batch.target_positions);
     }
     const torch::Tensor logits = prediction.logits.to(torch::kFloat);  // (N, K): the loss is always FP32
     sums[0] += torch::nn::functional::cross_entropy(

@@ -106,7 +106,7 @@ void Trainer::step_once() {
     models::Prediction prediction;
     {
       precision::AutocastScope autocast(device_.type(), compute_dtype_);
-      prediction = model_->predict(inputs, targets);  // (N, K), compute dtype except the FP32 islands
+      prediction = model_->predict(inputs, targets, batch.target_positions);  // (N, K), compute dtype but FP32 islands
     }
     if (numerics_) {
       if (auto activation = numerics_->take()) {

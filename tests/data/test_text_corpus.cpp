@@ -114,6 +114,26 @@ TEST_CASE("masked-LM batches are the same after a seek, so a resumed run sees th
   CHECK_FALSE(batches[2].targets.equal(batches[10].targets));  // a new epoch draws new masks
 }
 
+TEST_CASE("masked-LM batches carry their target positions, found on the host", "[fast][data]") {
+  Dataset dataset;
+  dataset.tokens = torch::randint(1000, 5000, {32, 16}, torch::kInt);
+  dataset.masked_lm = MaskedLmConfig{0.15, 103, 5000, {0, 101, 102}};
+  // As a GPU run delivers them (prefetched, finished on the device), asked for on the CPU.
+  BatchLoader loader(dataset, 8, /*shuffle=*/true, /*seed=*/5, /*drop_last=*/true, {}, Delivery{torch::kCPU, true, true});
+  for (int i = 0; i < 5; ++i) {
+    const Batch batch = loader.next();
+    REQUIRE(batch.target_positions.defined());
+    const torch::Tensor flat = batch.targets.reshape({-1});
+    CHECK(batch.target_positions.equal(flat.ne(kIgnoredTarget).nonzero().squeeze(1)));
+    CHECK(batch.target_positions.size(0) > 0);
+  }
+
+  Dataset labelled;
+  labelled.tokens = dataset.tokens;
+  labelled.labels = torch::zeros({32}, torch::kLong);
+  CHECK_FALSE(BatchLoader(labelled, 8, false, 0, true).next().target_positions.defined());
+}
+
 TEST_CASE("labelled text: LABEL<TAB>TEXT lines become [CLS] ... [SEP] rows with sorted label ids", "[fast][data]") {
   const std::string dir = mpt::testing::scratch_dir("text_classification");
   const std::string vocab = write_vocab(dir);

@@ -163,6 +163,17 @@ TEST_CASE("masked-LM predicts only at targeted positions; classification gives o
   Prediction prediction = mlm->predict(ids, targets);
   CHECK(prediction.logits.sizes() == std::vector<int64_t>{3, 1000});
   CHECK(prediction.targets.equal(torch::tensor({7, 11, 9}, torch::kLong)));  // row-major order of the positions
+  // The positions a loader found on the host select the same rows (the training path's, sync-free on a GPU).
+  {
+    torch::NoGradGuard no_grad;
+    mlm->eval();
+    const Prediction given = mlm->predict(ids, targets, torch::tensor({3, 16, 47}, torch::kLong));
+    const Prediction found = mlm->predict(ids, targets);
+    CHECK(given.targets.equal(found.targets));
+    CHECK(given.logits.equal(found.logits));
+    const Prediction other = mlm->predict(ids, targets, torch::tensor({3, 47}, torch::kLong));  // used as given
+    CHECK(other.targets.equal(torch::tensor({7, 9}, torch::kLong)));
+  }
 
   Model classifier = bert("bert-tiny", "classification", 4, 1000);
   CHECK(classifier->forward(ids).sizes() == std::vector<int64_t>{3, 4});
