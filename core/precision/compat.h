@@ -1,5 +1,6 @@
 // The one place where LibTorch 1.13 (Debian, CPU) and 2.x (CUDA builds) differ for mpt:
-// the autocast switches, where the fused _amp_* kernels exist, and which c10d class a backend (Gloo, NCCL) is.
+// the autocast switches, where the fused _amp_* kernels exist, which c10d class a backend (Gloo, NCCL) is, and
+// whether a tensor list can be multiplied by a scalar tensor in one op.
 // Everything else is version-neutral.
 #pragma once
 
@@ -54,6 +55,16 @@ inline torch::ScalarType autocast_dtype(torch::DeviceType device) {
   return at::autocast::get_autocast_dtype(device);
 #else
   return device == torch::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+// Multiplies every tensor by a scalar tensor that stays on the device (no host read): one multi-tensor op from
+// 2.1, a loop of in-place multiplies before.
+inline void foreach_mul_(const std::vector<torch::Tensor>& tensors, const torch::Tensor& factor) {
+#if MPT_TORCH_AT_LEAST(2, 1)
+  at::_foreach_mul_(tensors, factor);
+#else
+  for (const auto& t : tensors) t.mul_(factor);
 #endif
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/common/bf16_bits.h"
+#include "core/precision/compat.h"
 
 namespace mpt::precision {
 namespace {
@@ -109,6 +110,16 @@ double global_l2_norm(const std::vector<torch::Tensor>& grads) {
   double total = 0.0;
   for (const auto& grad : grads) total += tensor_sum_of_squares(grad);
   return std::sqrt(total);
+}
+
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm) {
+  torch::NoGradGuard no_grad;
+  if (grads.empty()) return torch::zeros({}, torch::kFloat);
+  std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
+  for (auto& norm : norms) norm = norm.to(torch::kFloat);  // BF16 gradients' norms join the FP32 ones
+  const torch::Tensor total = norms.size() == 1 ? norms.front() : torch::stack(norms).norm(2);
+  compat::foreach_mul_(grads, torch::clamp_max(max_norm / (total + 1e-6), 1.0));
+  return total;
 }
 
 GradientCheck check_gradients(const std::vector<torch::Tensor>& grads, double scale, double max_norm) {

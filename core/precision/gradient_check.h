@@ -36,4 +36,10 @@ GradientCheck unscale_check_and_clip(const std::vector<torch::Tensor>& grads, do
 // The global L2 norm of the gradients, summed in double; Inf/NaN when an element is.
 double global_l2_norm(const std::vector<torch::Tensor>& grads);
 
+// For gradients the single pass does not take (a GPU's, data parallelism's): LibTorch's clip_grad_norm_ rule
+// (multiply by min(1, max_norm / (norm + 1e-6))) in tensor ops alone. The norm comes back as an FP32 scalar
+// tensor on the gradients' device, read when a log line needs it: clip_grad_norm_ returns a double, and on a GPU
+// that read is a second host sync every step.
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm);
+
 }  // namespace mpt::precision

@@ -163,7 +163,7 @@ void Trainer::step_once() {
     if (one_pass) grad_factor = check.factor;
     found_nonfinite = check.nonfinite;
     clipped = true;
-    if (config_.grad_clip_norm > 0 && !found_nonfinite) last_grad_norm_ = check.norm;
+    if (config_.grad_clip_norm > 0 && !found_nonfinite) last_grad_norm_ = torch::scalar_tensor(check.norm, torch::kDouble);
   } else if (!group_->distributed()) {
     found_nonfinite = scaler_.unscale_and_check(grads);  // the one host sync of a step
   } else {
@@ -194,7 +194,7 @@ void Trainer::step_once() {
   } else {
     consecutive_skips_ = 0;
     if (config_.grad_clip_norm > 0 && !clipped)
-      last_grad_norm_ = torch::nn::utils::clip_grad_norm_(parameters_, config_.grad_clip_norm);
+      last_grad_norm_ = precision::clip_grad_norm(grads, config_.grad_clip_norm);  // no host read
     set_learning_rate(*optimizer_, current_lr_);
     if (one_pass) {
       step_masters(*optimizer_, masters_, grad_factor);
@@ -248,7 +248,7 @@ void Trainer::log_window(double window_seconds) {
                          {"loss_scale", scaler_.scale()},
                          {"skipped_steps", state_.skipped_steps},
                          {"samples_per_sec", window_samples_ / std::max(window_seconds, 1e-9)}};
-  if (last_grad_norm_) line["grad_norm"] = *last_grad_norm_;
+  if (last_grad_norm_.defined()) line["grad_norm"] = last_grad_norm_.item<double>();
   if (group_->distributed()) line["world_size"] = group_->world_size();
   sinks_.metrics.write(line);
   for (const char* key : {"loss", "accuracy", "lr", "loss_scale", "skipped_steps", "samples_per_sec", "grad_norm"})

@@ -149,7 +149,7 @@ class Trainer {
   TrainResult result_;
   double current_lr_ = 0.0;
   double last_loss_ = 0.0, samples_per_sec_ = 0.0, seconds_per_step_ = 0.0;  // as of the last log line
-  std::optional<double> last_grad_norm_;
+  torch::Tensor last_grad_norm_;  // of the last applied step, before clipping; on the device, read when logging
   int64_t consecutive_skips_ = 0;
   // Device-side running sums, read on the host only when logging or at epoch ends.
   torch::Tensor window_loss_, window_correct_, epoch_loss_, epoch_correct_;

@@ -34,9 +34,11 @@ double max_weight_difference(const std::string& a, const std::string& b) {
 }  // namespace
 
 TEST_CASE("two ranks of B train exactly like one process of 2B: averaged gradients, same curve", "[slow][cli][dist]") {
-  // FP32 and plain SGD, so that the only difference is the order of FP32 additions in the all-reduce.
+  // FP32 and plain SGD, so that the only difference is the order of FP32 additions in the all-reduce. Clipping
+  // takes two ways to one rule: the one-pass check of one CPU process, tensor ops (as on a GPU) for the ranks.
   const std::vector<std::string> common = {"train.max_steps=40", "train.log_every_steps=10", "optimizer.name=sgd",
-                                           "optimizer.momentum=0.9", "optimizer.lr=0.05", "data.test_limit=2000"};
+                                           "optimizer.momentum=0.9", "optimizer.lr=0.05", "data.test_limit=2000",
+                                           "train.grad_clip_norm=0.5"};
   const std::string one_dir = scratch_dir("dist-one"), two_dir = scratch_dir("dist-two");
   std::vector<std::string> one = {"train", kFp32, "data.batch_size=64", "--run-dir", one_dir};
   std::vector<std::string> two = {"train", kFp32, "data.batch_size=32", "--nproc", "2", "--run-dir", two_dir};
@@ -61,6 +63,10 @@ TEST_CASE("two ranks of B train exactly like one process of 2B: averaged gradien
     CHECK(loss_two[i].first == loss_one[i].first);
     CHECK(loss_two[i].second == Approx(loss_one[i].second).epsilon(1e-4));  // the logged loss is the global mean
   }
+  const auto norm_one = metric_series(one_dir, "grad_norm"), norm_two = metric_series(two_dir, "grad_norm");
+  REQUIRE(norm_two.size() == norm_one.size());
+  for (size_t i = 0; i < norm_one.size(); ++i) CHECK(norm_two[i].second == Approx(norm_one[i].second).epsilon(1e-3));
+  CHECK(norm_one.front().second > 0.5);  // the clip was in force
   CHECK(read_json(two_dir + "/summary.json")["eval"]["accuracy"].get<double>() ==
         Approx(read_json(one_dir + "/summary.json")["eval"]["accuracy"].get<double>()).margin(0.003));
   CHECK(max_weight_difference(one_dir + "/checkpoints/step-000000040.mpt", two_dir + "/checkpoints/step-000000040.mpt") <

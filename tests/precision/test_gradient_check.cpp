@@ -67,6 +67,29 @@ TEST_CASE("unscale and clip in one pass equal division then clip_grad_norm_", "[
   CHECK(global_l2_norm(grads) == Approx(1.0).epsilon(1e-5));
 }
 
+TEST_CASE("clip_grad_norm clips as clip_grad_norm_ does, and its norm stays a tensor", "[fast][precision]") {
+  for (double max_norm : {1.0, 1e6}) {
+    CAPTURE(max_norm);
+    auto grads = scaled_gradients(1.0);
+    grads.push_back(torch::randn({40, 9}).to(torch::kBFloat16));  // master_weights' gradients may be BF16
+    auto expected = clones(grads);
+    const torch::Tensor norm = clip_grad_norm(grads, max_norm);
+    CHECK(norm.dim() == 0);
+    CHECK(norm.scalar_type() == torch::kFloat);
+    const double reference_norm = reference_unscale_and_clip(expected, 1.0, max_norm);
+    CHECK(norm.item<double>() == Approx(reference_norm).epsilon(1e-6));
+    for (size_t i = 0; i < grads.size(); ++i) {
+      CAPTURE(i);
+      CHECK(grads[i].scalar_type() == expected[i].scalar_type());
+      if (max_norm > reference_norm) CHECK(grads[i].equal(expected[i]));  // a factor of exactly 1
+      else CHECK(torch::allclose(grads[i].to(torch::kFloat), expected[i].to(torch::kFloat), 1e-5, 1e-7));
+    }
+    if (max_norm < reference_norm) CHECK(global_l2_norm(grads) == Approx(max_norm).epsilon(1e-3));
+  }
+  std::vector<torch::Tensor> none;
+  CHECK(clip_grad_norm(none, 1.0).item<double>() == 0.0);
+}
+
 TEST_CASE("a single Inf or NaN anywhere is found and the gradients are left alone", "[fast][precision]") {
   for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                     std::numeric_limits<float>::quiet_NaN()}) {
