@@ -147,8 +147,10 @@ void Trainer::step_once() {
   const bool inject = std::count(config_.inject_nonfinite_grad_at.begin(), config_.inject_nonfinite_grad_at.end(),
                                  step) &&
                       (config_.inject_nonfinite_rank < 0 || config_.inject_nonfinite_rank == group_->rank());
-  if (inject)
-    gradient_holders()[inject_name_].mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
+  if (inject) {  // the gradient's first element in memory, whatever its layout (channels-last has no flat view)
+    const torch::Tensor grad = gradient_holders()[inject_name_].grad();
+    grad.as_strided({1}, {1}, grad.storage_offset()).fill_(std::numeric_limits<float>::infinity());
+  }
 
   std::vector<torch::Tensor> grads;
   for (auto& p : one_pass ? model_parameters_ : parameters_)
