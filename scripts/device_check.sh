@@ -12,7 +12,7 @@
 #
 # Order of work, so that a short lease still yields the most: the mpt binary alone first (if it does not build,
 # every compile error is printed and the script stops, leaving device time for a rerun, unless DEVICE_CHECK_EAGER=1
-# asks for the PyTorch side of the table anyway), the benchmark table,
+# asks for the PyTorch side of the table anyway), the benchmark table, a check that a step syncs the host once,
 # then the test binary and `ctest -L fast` in whatever time is left (DEVICE_CHECK_SECONDS, default 560).
 # Results (build log, doctor, bench table as text and JSON lines, ctest log) go to $OUT when set, else
 # ./device-results. Gloo and NCCL are not built: Debian's Gloo headers need not match the wheel's, and one GPU
@@ -149,6 +149,30 @@ if ((built)) && ((SECONDS - started < budget - 150)); then
     log "loader: $loader_case: $(timeout 60 ./build-device/mpt bench $loader_case device.type=cuda --loader-only \
                                    --real-data --steps 200 2>>"$out/bench.err")"
   done
+fi
+
+# 3b. Host syncs: a few training steps of each model with debug.forbid_host_syncs, under which LibTorch refuses
+# any host sync in a step but the overflow check, with clipping, an epoch end and a skipped step on the way
+# (tests/cli/test_host_syncs_cli.cpp runs the same in ctest, which may not get time here).
+if ((built)) && ((SECONDS - started < budget - 120)); then
+  fox=$(mktemp -d) && for _ in $(seq 2000); do echo "the quick brown fox jumps over the lazy dog ."; done >"$fox/fox.txt"
+  sync_check() {  # name spec overrides...
+    local name=$1 result
+    shift
+    if timeout 60 ./build-device/mpt train "$@" device.type=cuda debug.forbid_host_syncs=true train.max_steps=12 \
+         train.log_every_steps=4 train.grad_clip_norm=1.0 'debug.inject_nonfinite_grad_at=[5]' data.train_limit=256 \
+         data.test_limit=256 --run-dir "$(mktemp -d)" >"$out/syncs-$name.log" 2>&1; then
+      result="one per step (the overflow check)"
+    else
+      result="FAILED: $(grep -m 1 -E 'forbid_host_syncs|rror' "$out/syncs-$name.log")"
+    fi
+    log "host syncs, $name: $result"
+  }
+  sync_check mlp-fp32 configs/mlp_fmnist_fp32.yaml data.batch_size=64
+  sync_check mlp-fp16 configs/mlp_fmnist_mixed.yaml precision.mode=mixed_fp16 data.batch_size=64
+  sync_check resnet50-bf16-augmented configs/resnet50_fmnist_mixed.yaml data.batch_size=32 data.augment=true
+  sync_check bert-tiny-mlm-bf16 configs/bert_tiny_mlm.yaml "data.root=$fox" "data.vocab=$vocab" data.seq_len=32 \
+    data.batch_size=32
 fi
 
 # 4. The test suite with CUDA visible (specs resolve device.type auto -> cuda, mixed -> bf16 or fp16), in the time

@@ -81,6 +81,7 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.train.stop_after_steps = spec.get_int("debug.stop_after_steps");
   c.train.inject_nonfinite_rank = spec.get_int("debug.inject_nonfinite_rank");
   c.train.die_at_step = spec.get_int("debug.die_at_step");
+  c.train.forbid_host_syncs = spec.get_bool("debug.forbid_host_syncs");
   c.train.bucket_mb = spec.get_float("distributed.bucket_mb");
   c.distributed.backend = spec.get_string("distributed.backend");
   c.distributed.timeout_sec = spec.get_float("distributed.timeout_sec");

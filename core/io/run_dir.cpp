@@ -34,7 +34,7 @@ bool may_differ_on_resume(const std::string& key) {
       "experiment.name",       "experiment.output_root", "train.epochs",           "train.max_steps",
       "train.log_every_steps", "train.eval_every_steps", "train.progress",         "checkpoint.every_steps",
       "checkpoint.keep_last",  "device.threads",         "debug.check_numerics", "debug.inject_nonfinite_grad_at", "debug.inject_nonfinite_param",
-      "debug.stop_after_steps",  "debug.inject_nonfinite_rank", "debug.die_at_step",   "distributed.timeout_sec"};
+      "debug.stop_after_steps",  "debug.inject_nonfinite_rank", "debug.die_at_step",   "debug.forbid_host_syncs", "distributed.timeout_sec"};
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 

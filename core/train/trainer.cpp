@@ -1,5 +1,6 @@
 // The training loop. Host syncs are deliberate and few: one per optimizer step for the overflow flag (the
 // price of skipping bad steps), and one per log line, eval or epoch end to read the running sums.
+// debug.forbid_host_syncs makes LibTorch refuse any other inside a step on a GPU (host_syncs.h).
 #include "core/train/trainer.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <torch/cuda.h>
 
 #include "core/common/error.h"
+#include "core/common/host_syncs.h"
 #include "core/common/stats.h"
 #include "core/precision/autocast.h"
 #include "core/precision/gradient_check.h"
@@ -84,11 +86,15 @@ void Trainer::resume(const std::string& checkpoint_path) {
 }
 
 void Trainer::step_once() {
+  ForbidHostSyncs forbid(config_.forbid_host_syncs && device_.is_cuda());
   // Phase timing for mpt bench: adds the time since the previous mark to `bucket` (after a device sync on CUDA).
   auto last_mark = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   auto mark = [&](double StepPhases::*bucket) {
     if (!profile_) return;
-    if (device_.is_cuda()) torch::cuda::synchronize();
+    if (device_.is_cuda()) {
+      AllowHostSyncs timing;
+      torch::cuda::synchronize();
+    }
     const auto now = std::chrono::steady_clock::now();
     profile_->*bucket += std::chrono::duration<double>(now - last_mark).count();
     last_mark = now;
@@ -167,6 +173,7 @@ void Trainer::step_once() {
     clipped = true;
     if (config_.grad_clip_norm > 0 && !found_nonfinite) last_grad_norm_ = torch::scalar_tensor(check.norm, torch::kDouble);
   } else if (!group_->distributed()) {
+    AllowHostSyncs deliberate;
     found_nonfinite = scaler_.unscale_and_check(grads);  // the one host sync of a step
   } else {
     // One small all-reduce (max) makes every rank skip the same steps and keep the same scale, and agree on
@@ -175,6 +182,7 @@ void Trainer::step_once() {
     torch::Tensor flags = torch::cat({scaler_.unscale_and_flag(grads).to(device_),
                                       torch::full({1}, stop_here ? 1.0f : 0.0f, torch::TensorOptions().device(device_))});
     group_->all_reduce_max(flags, "overflow-flag all-reduce");
+    AllowHostSyncs deliberate;
     const torch::Tensor host = flags.cpu();  // the one host sync of a step, as in one process
     found_nonfinite = host[0].item<float>() != 0.0f;
     stop_agreed_ = host[1].item<float>() != 0.0f;
@@ -186,6 +194,7 @@ void Trainer::step_once() {
   if (found_nonfinite) {
     ++state_.skipped_steps;
     ++consecutive_skips_;
+    AllowHostSyncs rare;  // a skipped step's diagnosis reads the gradients
     last_culprits_ = precision::find_nonfinite_grads(gradient_holders(), /*limit=*/3);
     sinks_.events.skipped_step(step, scaler_.scale(), state_.skipped_steps,
                                inject ? "injected non-finite gradient (debug.inject_nonfinite_grad_at)"
@@ -231,6 +240,7 @@ void Trainer::sum_across_ranks(std::vector<torch::Tensor> sums, int64_t& predict
 
 void Trainer::close_epoch_if_done(int64_t epoch_before) {
   if (train_loader_.position().epoch == epoch_before) return;
+  AllowHostSyncs once_an_epoch;
   sum_across_ranks({epoch_loss_, epoch_correct_}, epoch_predictions_, epoch_samples_);
   result_.train_loss = epoch_loss_.item<double>() / epoch_predictions_;
   result_.train_accuracy = epoch_correct_.item<double>() / epoch_predictions_;
@@ -333,7 +343,14 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
       break;
     }
     const auto start = std::chrono::steady_clock::now();
-    step_once();
+    const int64_t taking = state_.step + 1;
+    try {
+      step_once();
+    } catch (const c10::Error& e) {
+      if (!is_forbidden_sync_error(e.what())) throw;
+      throw Error(fmt::format("debug.forbid_host_syncs: step {} made the host wait for the device outside the "
+                              "overflow check; LibTorch's trace names the operation: {}", taking, e.what()));
+    }
     step_seconds.push_back(seconds_since(start));
     window_seconds += step_seconds.back();
     if (scaler_.collapsed() || consecutive_skips_ >= config_.max_consecutive_skips) {

@@ -45,6 +45,7 @@ struct TrainConfig {
   int64_t die_at_step = 0;             // data parallelism rehearsal: the last rank dies abruptly here (0 = off)
   double bucket_mb = 25.0;             // gradient all-reduce bucket size
   int64_t stop_after_steps = 0;        // 0: off
+  bool forbid_host_syncs = false;      // on a GPU, any host sync in a step but the overflow check is an error
 };
 
 struct TrainResult {
