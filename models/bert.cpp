@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/common/error.h"
+#include "core/data/masking.h"
 #include "core/precision/autocast.h"
 #include "core/precision/compat.h"
 #include "models/attention_scores.h"
@@ -15,7 +16,6 @@ namespace {
 
 constexpr double kInitStd = 0.02;           // HF's initializer_range
 constexpr double kMaskedScore = -1e9;       // added to [PAD] keys' scores; exp() of it is 0 in FP32
-constexpr int64_t kIgnoredTarget = -100;    // positions the loss skips (PyTorch's ignore_index)
 
 torch::nn::LayerNorm layer_norm(const BertConfig& config) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.hidden}).eps(config.layer_norm_eps));
@@ -256,8 +256,8 @@ Prediction BertForMaskedLmImpl::predict(const torch::Tensor& inputs, const torch
   const torch::Tensor hidden = bert_->forward(inputs).reshape({-1, config_.hidden});  // (B*S, H)
   const torch::Tensor flat_targets = targets.reshape({-1});
   // The loader's positions when it sent them: on a GPU, nonzero() must read the count back, a host sync.
-  const torch::Tensor positions = target_positions.defined() ? target_positions
-                                                             : flat_targets.ne(kIgnoredTarget).nonzero().squeeze(1);  // (M)
+  const torch::Tensor positions =
+      target_positions.defined() ? target_positions : data::target_positions(targets);  // (M)
   return {head(hidden.index_select(0, positions)), flat_targets.index_select(0, positions)};  // (M, V), (M)
 }
 

@@ -126,8 +126,7 @@ Batch BatchLoader::token_batch(const torch::Tensor& indices, uint64_t seed) cons
   const torch::Tensor tokens = dataset_.tokens.index_select(0, indices).to(torch::kLong);  // (B, S)
   if (!dataset_.masked_lm) return {tokens, dataset_.labels.index_select(0, indices), {}};
   MaskedTokens masked = mask_tokens(tokens, *dataset_.masked_lm, seed);
-  torch::Tensor positions = masked.targets.reshape({-1}).ne(kIgnoredTarget).nonzero().squeeze(1);
-  return {masked.inputs, masked.targets, positions};
+  return {masked.inputs, masked.targets, target_positions(masked.targets)};
 }
 
 BatchLoader::HostBatch BatchLoader::make_batch(const torch::Tensor& indices, uint64_t seed) const {

@@ -23,4 +23,8 @@ MaskedTokens mask_tokens(const torch::Tensor& tokens, const MaskedLmConfig& conf
   return out;
 }
 
+torch::Tensor target_positions(const torch::Tensor& targets) {
+  return targets.reshape({-1}).ne(kIgnoredTarget).nonzero().squeeze(1);
+}
+
 }  // namespace mpt::data

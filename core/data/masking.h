@@ -22,4 +22,7 @@ struct MaskedTokens {
 // At least one position is chosen when any is eligible, so a batch always has a loss.
 MaskedTokens mask_tokens(const torch::Tensor& tokens, const MaskedLmConfig& config, uint64_t seed);
 
+// int64 (M): the flat indices of the targets that are not kIgnoredTarget, in row-major order.
+torch::Tensor target_positions(const torch::Tensor& targets);
+
 }  // namespace mpt::data
