@@ -9,6 +9,7 @@
 #include "core/config/load.h"
 #include "core/config/resolve.h"
 #include "core/config/sections.h"
+#include "models/tensor_core_shapes.h"
 
 namespace mpt::app {
 
@@ -29,13 +30,17 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
   const std::vector<int64_t> input = sample.seq_len > 0 ? std::vector<int64_t>{sample.seq_len}
                                                         : std::vector<int64_t>{sample.channels, sample.height, sample.width};
   const int64_t train_flops = 6 * macs;  // 2 FLOPs per MAC; backward costs twice the forward
+  // What a CUDA run of this spec would give the Tensor Cores (mpt inspect itself builds on the CPU).
+  const models::TensorCoreShapes tensor_cores =
+      models::tensor_core_shapes(*model, c.precision, models::gemm_rows(sample, c.data.batch_size));
   if (json) {
     std::cout << nlohmann::ordered_json{{"model", c.model.name},
                                 {"input", input},
                                 {"modules", modules},
                                 {"total_parameters", total},
                                 {"forward_macs_per_sample", macs},
-                                {"train_flops_per_sample", train_flops}}
+                                {"train_flops_per_sample", train_flops},
+                                {"tensor_cores", models::to_json(tensor_cores)}}
                      .dump(2)
               << "\n";
     return 0;
@@ -52,6 +57,10 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
     std::printf("  %-12s %14lld\n", name.c_str(), count.get<long long>());
   std::printf("  %-12s %14lld parameters\n", "total", (long long)total);
   std::printf("forward: %.4g GMACs per sample; training: ~%.4g GFLOPs per sample\n", macs / 1e9, train_flops / 1e9);
+  if (tensor_cores.multiple > 0)
+    std::printf("on CUDA (%s): %s\n", c.precision.mode.c_str(), models::describe(tensor_cores).c_str());
+  else
+    std::printf("on CUDA: plain FP32 does not use Tensor Cores (precision.tf32: true would)\n");
   return 0;
 }
 

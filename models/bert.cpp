@@ -246,6 +246,12 @@ std::set<std::string> BertForMaskedLmImpl::tied_to_fp32_islands() const {
   return {"bert.embeddings.word_embeddings.weight"};
 }
 
+std::vector<std::pair<std::string, int64_t>> BertForMaskedLmImpl::functional_gemm_dims(
+    const precision::ModulePolicy& policy) const {
+  if (policy.runs_in_fp32("cls.predictions")) return {};
+  return {{"cls.predictions decoder (the vocabulary)", config_.vocab_size}};
+}
+
 torch::Tensor BertForMaskedLmImpl::forward(const torch::Tensor& inputs) {
   const torch::Tensor hidden = bert_->forward(inputs);  // (B, S, H)
   return head(hidden.reshape({-1, config_.hidden})).view({inputs.size(0), inputs.size(1), -1});  // (B, S, V)

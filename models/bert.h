@@ -94,6 +94,8 @@ class BertForMaskedLmImpl : public ModelImpl {
                      const torch::Tensor& target_positions) override;
   int64_t forward_macs(const data::SampleShape& sample) const override;
   std::set<std::string> tied_to_fp32_islands() const override;
+  std::vector<std::pair<std::string, int64_t>> functional_gemm_dims(
+      const precision::ModulePolicy& policy) const override;
 
  private:
   torch::Tensor head(const torch::Tensor& hidden);  // (N, H) -> (N, V)

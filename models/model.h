@@ -6,8 +6,11 @@
 
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/data/dataset.h"
+#include "core/precision/policy.h"
 
 namespace mpt::dist {
 class Group;
@@ -47,6 +50,14 @@ class ModelImpl : public torch::nn::Module {
   // embeddings). precision.strategy = master_weights keeps them FP32, so the island neither widens a
   // low-precision copy each step nor narrows its gradient back.
   virtual std::set<std::string> tied_to_fp32_islands() const { return {}; }
+
+  // Dimensions of GEMMs the model makes without a Linear or Conv2d module (BERT's tied MLM decoder multiplies by
+  // the word embeddings), as (what, size), for those that `policy` does not keep in FP32: the Tensor Core shape
+  // check (models/tensor_core_shapes.h) sees the modules by itself.
+  virtual std::vector<std::pair<std::string, int64_t>> functional_gemm_dims(
+      const precision::ModulePolicy& /*policy*/) const {
+    return {};
+  }
 };
 
 using Model = std::shared_ptr<ModelImpl>;

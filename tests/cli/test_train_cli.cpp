@@ -258,6 +258,14 @@ TEST_CASE("mpt inspect reports parameters per module and FLOPs", "[fast][cli]") 
   nlohmann::json resnet50 = nlohmann::json::parse(imagenet_style.output);
   CHECK(resnet50["total_parameters"] == 25557032 - (2048 * 1000 + 1000) + (2048 * 10 + 10));  // 10-class fc
   CHECK(resnet50["input"] == nlohmann::json::array({3, 224, 224}));
+  CHECK(resnet50["tensor_cores"].is_null());  // plain FP32 gives the Tensor Cores nothing to check
+
+  // What a CUDA run would give the Tensor Cores: a hidden width of 300 and a batch of 100 miss the multiple of 8.
+  CommandResult mixed = run_mpt({"inspect", kMixed, "model.hidden_sizes=[300]", "data.batch_size=100"});
+  INFO(mixed.output);
+  CHECK(mixed.exit_code == 0);
+  CHECK_THAT(mixed.output, Catch::Contains("hidden.0 out_features 300 (-> 304)") &&
+                               Catch::Contains("data.batch_size rows 100 (-> 104)"));
 }
 
 TEST_CASE("docs/spec.md is the current schema", "[fast][cli]") {
