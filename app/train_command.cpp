@@ -18,6 +18,7 @@
 #include "core/io/run_dir.h"
 #include "core/train/stack.h"
 #include "core/train/summary.h"
+#include "models/tensor_core_shapes.h"
 
 namespace mpt::app {
 namespace {
@@ -102,6 +103,11 @@ int run_train(const TrainOptions& options) {
                                                            device, group.world_size());
   if (stack.init) logger->info("model.init_from {}: {}", c.model.init_from, io::describe(*stack.init));
   if (c.sync_batchnorm && group.distributed()) stack.model->synchronise_batch_norm(&group);
+  if (device.is_cuda()) {  // a width of 1000 instead of 1024 can leave a CUDA run off the Tensor Cores
+    const models::TensorCoreShapes shapes = models::tensor_core_shapes(
+        *stack.model, c.precision, models::gemm_rows(data::sample_shape(c.data), c.data.batch_size));
+    if (!shapes.misfits.empty()) logger->warn("{}", models::describe(shapes));
+  }
   if (c.base_batch_size > 0)
     logger->info("linear scaling rule: global batch {} / base {} -> lr {:g}, warmup {} steps", stack.global_batch,
                  c.base_batch_size, stack.scaled.lr, stack.scaled.warmup_steps);

@@ -80,6 +80,8 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   c.max_steps = options.warmup + options.steps + profiled_steps;
   train::TrainingStack stack = train::build_training_stack(c, sample, loader.batches_per_epoch(), device);
   const int64_t macs = stack.model->forward_macs(sample);
+  if (device.is_cuda())
+    result.tensor_cores = models::tensor_core_shapes(*stack.model, c.precision, models::gemm_rows(sample, batch));
 
   ScratchSinks scratch(fmt::format("{}/mpt-bench-{}", std::filesystem::temp_directory_path().string(), ::getpid()));
   train::Trainer trainer(c.train, c.schedule, stack.model, std::move(stack.optimizer), stack.precision_runtime(),
@@ -212,7 +214,8 @@ nlohmann::json to_json(const BenchResult& r) {
           {"mfu", r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr)},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"peak_memory_kind", r.peak_memory_kind},
-          {"ops_per_step", ops_json(r.ops)}};
+          {"ops_per_step", ops_json(r.ops)},
+          {"tensor_cores", models::to_json(r.tensor_cores)}};
 }
 
 std::string render_table(const BenchResult& r) {
@@ -237,6 +240,7 @@ std::string render_table(const BenchResult& r) {
   else
     out += "  peak            not measured (--no-peak)\n";
   out += fmt::format("  peak memory     {:.0f} MiB ({})\n", r.peak_memory_bytes / (1024.0 * 1024.0), r.peak_memory_kind);
+  if (r.tensor_cores.multiple > 0) out += "  " + models::describe(r.tensor_cores) + "\n";
   if (r.ops.empty()) return out;
   out += "  ops per step    (LibTorch's profiler was on during the timed steps)\n";
   out += fmt::format("    {:>10} {:>6} {:>10} {:>6}  {}\n", "self ms", "share", "total ms", "calls", "op");

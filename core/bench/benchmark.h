@@ -10,6 +10,7 @@
 #include "core/bench/op_profile.h"
 #include "core/config/sections.h"
 #include "core/train/trainer.h"
+#include "models/tensor_core_shapes.h"
 
 namespace mpt::bench {
 
@@ -40,6 +41,7 @@ struct BenchResult {
   int64_t peak_memory_bytes = 0;  // before the GEMM probe: the process's peak RSS, or on CUDA the allocator's peak
   std::string peak_memory_kind;   // "RSS" or "CUDA allocator"
   std::vector<OpTime> ops;        // calls and times per timed step, largest self time first; only with profile_ops
+  models::TensorCoreShapes tensor_cores;  // on CUDA: the GEMM and convolution sizes off the Tensor Core multiple
 };
 
 // `c` is a resolved spec's config; its data.batch_size is the batch measured.
