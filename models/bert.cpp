@@ -9,6 +9,7 @@
 #include "core/precision/autocast.h"
 #include "core/precision/compat.h"
 #include "models/attention_scores.h"
+#include "models/batched_matmul.h"
 #include "models/dropout.h"
 
 namespace mpt::models {
@@ -167,12 +168,12 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
     // The product runs in the compute dtype; scaling, masking and the softmax always in FP32. masked_scores
     // widens, scales and masks in one pass; dropout_to drops and narrows the probabilities back to the compute
     // dtype for the second product in one more (unfused, the two ends took five passes and four nodes).
-    const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
+    const torch::Tensor products = batched_matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
     precision::Fp32Scope fp32(x.device().type());
     const torch::Tensor scores = masked_scores(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(head_dim)));
     probs = dropout_to(torch::softmax(scores, -1), dropout_, is_training(), v.scalar_type());
   }
-  torch::Tensor context = torch::matmul(probs, v);  // (B, h, S, d)
+  torch::Tensor context = batched_matmul(probs, v);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)
   torch::Tensor attended = dropout_add(project(attention_out_, context), x, dropout_, is_training());
   attended = layer_norm_through(attention_norm_runner_, attention_norm_, attended);
