@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/common/hardware.h"
+#include "tests/support/helpers.h"
 
 TEST_CASE("under tcmalloc, start-up sets the release rate to 0 unless TCMALLOC_RELEASE_RATE is set", "[fast]") {
   // The test binary links tcmalloc as mpt does (setup installs it); without it there is nothing to check.
@@ -39,8 +40,5 @@ TEST_CASE("mpt's own parallel loops run on every thread of LibTorch's pool", "[f
   WARN("built with MPT_OPENMP=OFF (the GPU check's build): mpt's loops run on one thread by design");
   return;
 #endif
-  const int before = at::get_num_threads();
-  at::set_num_threads(2);
-  CHECK(mpt::hardware::own_loop_threads() == 2);
-  at::set_num_threads(before);
+  mpt::testing::with_threads(2, [] { CHECK(mpt::hardware::own_loop_threads() == 2); });
 }

@@ -7,8 +7,10 @@
 
 #include "core/precision/autocast.h"
 #include "models/batched_matmul.h"
+#include "tests/support/helpers.h"
 
 using namespace mpt::models;
+using mpt::testing::with_threads;
 
 namespace {
 
@@ -25,15 +27,6 @@ Outcome run(const torch::Tensor& a_values, const torch::Tensor& b_values, const 
   torch::Tensor out = product(a, b);
   out.backward(upstream);
   return {out.detach(), a.grad(), b.grad()};
-}
-
-// Runs the body with 2 intra-op threads (the split's minimum) and restores the setting after.
-template <class Body>
-void with_two_threads(Body body) {
-  const int before = at::get_num_threads();
-  at::set_num_threads(2);
-  body();
-  at::set_num_threads(before);
 }
 
 // Whether this build and process can split: mpt's loops on LibTorch's OpenMP pool and a CBLAS in the process (the
@@ -58,7 +51,7 @@ void check_close(const Outcome& got, const Outcome& want) {
 }  // namespace
 
 TEST_CASE("batched_matmul matches torch::matmul on BERT's attention layouts, forward and backward", "[fast][models]") {
-  with_two_threads([] {
+  with_threads(2, [] {  // the split needs at least 2
     torch::manual_seed(3);
     const int64_t batch = 2, seq = 7, heads = 3, head_dim = 5;
     // Projections (B, S, H) split into heads: (B, h, S, d) views with strides (S*H, d, H, 1).
@@ -98,7 +91,7 @@ TEST_CASE("batched_matmul matches torch::matmul on BERT's attention layouts, for
 }
 
 TEST_CASE("batched_matmul leaves BF16, autocast, broadcasting and single products to ATen", "[fast][models]") {
-  with_two_threads([] {
+  with_threads(2, [] {  // the split needs at least 2
     const torch::Tensor a = torch::randn({4, 3, 8, 5}), b = torch::randn({4, 3, 5, 6});
     CHECK(splits_batched_matmul(a, b) == can_split());
     CHECK_FALSE(splits_batched_matmul(a.to(torch::kBFloat16), b.to(torch::kBFloat16)));

@@ -6,17 +6,11 @@
 
 #include "core/precision/autocast.h"
 #include "models/linear.h"
+#include "tests/support/helpers.h"
 
 namespace {
 
-// Runs the body with `threads` intra-op threads and restores the setting after.
-template <class Body>
-void with_threads(int threads, Body body) {
-  const int before = at::get_num_threads();
-  at::set_num_threads(threads);
-  body();
-  at::set_num_threads(before);
-}
+using mpt::testing::with_threads;
 
 // The split needs mpt's loops on LibTorch's OpenMP pool; a build with MPT_OPENMP=OFF keeps LibTorch's path.
 bool built_with_openmp() {

@@ -1,6 +1,7 @@
 // Test helpers: run the real `mpt` binary, read JSONL/JSON outputs, make scratch folders.
 #pragma once
 
+#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -47,6 +48,18 @@ std::string read_file_text(const std::string& path);
 // or '&'. Returns "" when the page is well formed, else what is wrong and where.
 std::string markup_problem(const std::string& page);
 std::string source_path(const std::string& relative);  // a path inside the source tree
+
+// Runs `body` with `threads` intra-op threads in LibTorch's pool and restores the previous count after, also when
+// the body throws (a failed REQUIRE).
+template <class Body>
+void with_threads(int threads, Body body) {
+  struct Restore {
+    int before = at::get_num_threads();
+    ~Restore() { at::set_num_threads(before); }
+  } restore;
+  at::set_num_threads(threads);
+  body();
+}
 
 // The sample shape of `channels` x `size` x `size` images in `classes` classes, for building image models.
 data::SampleShape image_sample(int64_t channels, int64_t size, int64_t classes);
