@@ -40,7 +40,7 @@ Operand operand(const torch::Tensor& t_in, torch::Tensor& keep) {
   const bool row_major = (col_stride == 1 || cols == 1) && row_stride >= std::max<int64_t>(cols, 1);
   const bool col_major = (row_stride == 1 || rows == 1) && col_stride >= std::max<int64_t>(rows, 1);
   keep = row_major || col_major ? t_in : t_in.contiguous();
-  const bool transposed = !(row_major || !col_major);  // a copy is row-major
+  const bool transposed = !row_major && col_major;  // a copy is row-major
   Operand op{keep.data_ptr<float>(), {}, transposed ? kTrans : kNoTrans,
              transposed ? keep.stride(-1) : keep.stride(-2)};
   // Offsets of every batch entry, the batch dimensions walked like an odometer.
