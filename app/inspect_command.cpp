@@ -32,7 +32,7 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
   const int64_t train_flops = 6 * macs;  // 2 FLOPs per MAC; backward costs twice the forward
   // What a CUDA run of this spec would give the Tensor Cores (mpt inspect itself builds on the CPU).
   const models::TensorCoreShapes tensor_cores =
-      models::tensor_core_shapes(*model, c.precision, models::gemm_rows(sample, c.data.batch_size));
+      models::tensor_core_shapes(*model, c.precision, sample, c.data.batch_size);
   if (json) {
     std::cout << nlohmann::ordered_json{{"model", c.model.name},
                                 {"input", input},

@@ -99,13 +99,14 @@ int run_train(const TrainOptions& options) {
                group.distributed() ? fmt::format("{} x {} ranks", c.data.batch_size, group.world_size())
                                    : std::to_string(c.data.batch_size));
 
-  train::TrainingStack stack = train::build_training_stack(c, data::sample_shape(c.data), train_loader.batches_per_epoch(),
-                                                           device, group.world_size());
+  const data::SampleShape sample = data::sample_shape(c.data);
+  train::TrainingStack stack =
+      train::build_training_stack(c, sample, train_loader.batches_per_epoch(), device, group.world_size());
   if (stack.init) logger->info("model.init_from {}: {}", c.model.init_from, io::describe(*stack.init));
   if (c.sync_batchnorm && group.distributed()) stack.model->synchronise_batch_norm(&group);
   if (device.is_cuda()) {  // a width of 1000 instead of 1024 can leave a CUDA run off the Tensor Cores
-    const models::TensorCoreShapes shapes = models::tensor_core_shapes(
-        *stack.model, c.precision, models::gemm_rows(data::sample_shape(c.data), c.data.batch_size));
+    const models::TensorCoreShapes shapes =
+        models::tensor_core_shapes(*stack.model, c.precision, sample, c.data.batch_size);
     if (!shapes.misfits.empty()) logger->warn("{}", models::describe(shapes));
   }
   if (c.base_batch_size > 0)

@@ -10,18 +10,13 @@ int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1
 
 }  // namespace
 
-GemmRows gemm_rows(const data::SampleShape& sample, int64_t batch_size) {
-  if (sample.seq_len > 0) return {"data.batch_size x data.seq_len", batch_size * sample.seq_len};
-  return {"data.batch_size", batch_size};
-}
-
 int64_t tensor_core_multiple(const std::string& resolved_mode, bool tf32) {
   if (resolved_mode == "mixed_bf16" || resolved_mode == "mixed_fp16") return 8;  // 2-byte elements
   return tf32 ? 4 : 0;  // TF32 reads 4-byte FP32 operands
 }
 
 TensorCoreShapes tensor_core_shapes(const ModelImpl& model, const precision::PrecisionConfig& precision,
-                                    const GemmRows& rows) {
+                                    const data::SampleShape& sample, int64_t batch_size) {
   TensorCoreShapes shapes;
   shapes.multiple = tensor_core_multiple(precision.mode, precision.tf32);
   if (shapes.multiple == 0) return shapes;
@@ -53,7 +48,10 @@ TensorCoreShapes tensor_core_shapes(const ModelImpl& model, const precision::Pre
     rows_reach_a_gemm = true;
     check(what, "size", value);
   }
-  if (rows_reach_a_gemm && rows.value > 0) check(rows.key, "rows", rows.value);
+  if (rows_reach_a_gemm && batch_size > 0) {  // named by the spec keys that set them
+    if (sample.seq_len > 0) check("data.batch_size x data.seq_len", "rows", batch_size * sample.seq_len);
+    else check("data.batch_size", "rows", batch_size);
+  }
   return shapes;
 }
 

@@ -29,26 +29,18 @@ struct TensorCoreShapes {
   std::vector<ShapeMisfit> misfits;
 };
 
-// The rows of the model's Linear GEMMs per batch: batch_size for a classifier of flat inputs, batch_size x
-// seq_len for a text model, named by the spec keys that set them.
-struct GemmRows {
-  std::string key;
-  int64_t value = 0;
-};
-// The rows of one (micro-)batch of `batch_size` samples shaped like `sample`.
-GemmRows gemm_rows(const data::SampleShape& sample, int64_t batch_size);
-
 // Elements per 16 bytes in the dtype a CUDA run of `resolved_mode` gives Tensor Cores: 8 for mixed_bf16 and
 // mixed_fp16, 4 for fp32 with TF32 allowed, 0 for plain FP32.
 int64_t tensor_core_multiple(const std::string& resolved_mode, bool tf32);
 
 // The dimensions of `model`'s Linear and Conv2d modules (and its functional_gemm_dims) that are not multiples of
-// tensor_core_multiple(precision.mode, precision.tf32), and `rows` when a checked Linear sees them. Modules in
+// tensor_core_multiple(precision.mode, precision.tf32), and the GEMM rows of a (micro-)batch of `batch_size` samples
+// shaped like `sample` (batch_size, or batch_size x seq_len for text) when a checked Linear sees them. Modules in
 // precision.fp32_modules are skipped (under mixed precision they do not run in the compute dtype; under TF32 they
 // are the output layer and norms, sized by the data), and so are convolution input channels below the multiple
 // (an image stem of 1 or 3 channels, which cuDNN pads itself).
 TensorCoreShapes tensor_core_shapes(const ModelImpl& model, const precision::PrecisionConfig& precision,
-                                    const GemmRows& rows);
+                                    const data::SampleShape& sample, int64_t batch_size);
 
 // One line for a log or a report: "every GEMM and convolution dimension is a multiple of 8", or the misfits with
 // the sizes to round them to. Empty when multiple is 0.

@@ -81,7 +81,7 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   train::TrainingStack stack = train::build_training_stack(c, sample, loader.batches_per_epoch(), device);
   const int64_t macs = stack.model->forward_macs(sample);
   if (device.is_cuda())
-    result.tensor_cores = models::tensor_core_shapes(*stack.model, c.precision, models::gemm_rows(sample, batch));
+    result.tensor_cores = models::tensor_core_shapes(*stack.model, c.precision, sample, batch);
 
   ScratchSinks scratch(fmt::format("{}/mpt-bench-{}", std::filesystem::temp_directory_path().string(), ::getpid()));
   train::Trainer trainer(c.train, c.schedule, stack.model, std::move(stack.optimizer), stack.precision_runtime(),

@@ -55,7 +55,7 @@ TEST_CASE("an MLP's misfit widths and batch rows are reported with the sizes to 
           "[fast][models]") {
   const Model model = mlp({1000, 300});
   const TensorCoreShapes shapes =
-      tensor_core_shapes(*model, precision("mixed_fp16", {"head"}), gemm_rows(mpt::testing::image_sample(1, 28, 10), 100));
+      tensor_core_shapes(*model, precision("mixed_fp16", {"head"}), mpt::testing::image_sample(1, 28, 10), 100);
   CHECK(shapes.multiple == 8);
   // 784 and 1000 are multiples of 8; 300 is not, and hidden.1's input is hidden.0's aligned 1000.
   CHECK(listed(shapes) == std::vector<std::string>{"hidden.1 out_features 300->304", "data.batch_size rows 100->104"});
@@ -64,29 +64,30 @@ TEST_CASE("an MLP's misfit widths and batch rows are reported with the sizes to 
   const nlohmann::json json = to_json(shapes);
   CHECK(json["multiple"] == 8);
   REQUIRE(json["misfits"].size() == 2);
-  CHECK(json["misfits"][1] == nlohmann::json{{"where", "data.batch_size"}, {"dim", "rows"}, {"value", 100},
-                                             {"rounded", 104}});
+  CHECK(json["misfits"][1] ==
+        nlohmann::json{{"where", "data.batch_size"}, {"dim", "rows"}, {"value", 100}, {"rounded", 104}});
 
   // Without the FP32 island the head's GEMM runs in the compute dtype too, and its 10 classes miss.
-  const TensorCoreShapes all = tensor_core_shapes(*model, precision("mixed_bf16", {}), gemm_rows({}, 128));
+  const TensorCoreShapes all =
+      tensor_core_shapes(*model, precision("mixed_bf16", {}), mpt::testing::image_sample(1, 28, 10), 128);
   CHECK(listed(all) == std::vector<std::string>{"hidden.1 out_features 300->304", "head in_features 300->304",
                                                 "head out_features 10->16"});
 }
 
 TEST_CASE("aligned shapes pass, and plain FP32 is not checked", "[fast][models]") {
   const Model model = mlp({512});
-  const GemmRows rows = gemm_rows(mpt::testing::image_sample(1, 28, 10), 128);
-  const TensorCoreShapes bf16 = tensor_core_shapes(*model, precision("mixed_bf16", {"head"}), rows);
+  const mpt::data::SampleShape sample = mpt::testing::image_sample(1, 28, 10);
+  const TensorCoreShapes bf16 = tensor_core_shapes(*model, precision("mixed_bf16", {"head"}), sample, 128);
   CHECK(bf16.misfits.empty());
   CHECK(describe(bf16) == "Tensor Core shapes: every GEMM and convolution dimension is a multiple of 8");
-  const TensorCoreShapes fp32 = tensor_core_shapes(*mlp({300}), precision("fp32", {"head"}), rows);
+  const TensorCoreShapes fp32 = tensor_core_shapes(*mlp({300}), precision("fp32", {"head"}), sample, 128);
   CHECK(fp32.multiple == 0);
   CHECK(fp32.misfits.empty());
   CHECK(describe(fp32).empty());
   CHECK(to_json(fp32).is_null());
   // TF32 wants multiples of 4: 300 is one.
-  CHECK(tensor_core_shapes(*mlp({300}), precision("fp32", {"head"}, true), rows).misfits.empty());
-  CHECK(listed(tensor_core_shapes(*mlp({302}), precision("fp32", {"head"}, true), rows)) ==
+  CHECK(tensor_core_shapes(*mlp({300}), precision("fp32", {"head"}, true), sample, 128).misfits.empty());
+  CHECK(listed(tensor_core_shapes(*mlp({302}), precision("fp32", {"head"}, true), sample, 128)) ==
         std::vector<std::string>{"hidden.0 out_features 302->304"});
 }
 
@@ -96,7 +97,7 @@ TEST_CASE("ResNet's convolutions fit; its 1- or 3-channel stem is left to cuDNN"
     config.name = "resnet18";
     const mpt::data::SampleShape sample = mpt::testing::image_sample(channels, 32, 10);
     const Model model = build_model(config, sample, mpt::precision::ModulePolicy({"fc", "*bn*"}));
-    const TensorCoreShapes shapes = tensor_core_shapes(*model, precision("mixed_fp16", {"fc", "*bn*"}), gemm_rows(sample, 30));
+    const TensorCoreShapes shapes = tensor_core_shapes(*model, precision("mixed_fp16", {"fc", "*bn*"}), sample, 30);
     INFO(describe(shapes));
     CHECK(shapes.misfits.empty());  // the batch of 30 reaches no checked Linear: the fc is FP32
   }
@@ -110,14 +111,14 @@ TEST_CASE("BERT's tied MLM decoder is checked when it leaves the FP32 island: th
   const mpt::data::SampleShape sample = masked_lm_sample(128, 30522);
   const std::vector<std::string> islands{"*LayerNorm", "cls.predictions"};
   const Model model = build_model(config, sample, mpt::precision::ModulePolicy(islands));
-  CHECK(tensor_core_shapes(*model, precision("mixed_fp16", islands), gemm_rows(sample, 3)).misfits.empty());
+  CHECK(tensor_core_shapes(*model, precision("mixed_fp16", islands), sample, 3).misfits.empty());
 
   const std::vector<std::string> norms_only{"*LayerNorm"};
   const Model half_head = build_model(config, sample, mpt::precision::ModulePolicy(norms_only));
-  const TensorCoreShapes shapes = tensor_core_shapes(*half_head, precision("mixed_fp16", norms_only), gemm_rows(sample, 3));
+  const TensorCoreShapes shapes = tensor_core_shapes(*half_head, precision("mixed_fp16", norms_only), sample, 3);
   CHECK(listed(shapes) == std::vector<std::string>{"cls.predictions decoder (the vocabulary) size 30522->30528"});
   // Rows are batch x sequence: 3 x 127 tokens miss, 3 x 128 do not.
-  const TensorCoreShapes odd = tensor_core_shapes(*half_head, precision("mixed_fp16", norms_only),
-                                                  gemm_rows(masked_lm_sample(127, 30522), 3));
+  const TensorCoreShapes odd =
+      tensor_core_shapes(*half_head, precision("mixed_fp16", norms_only), masked_lm_sample(127, 30522), 3);
   CHECK(listed(odd).back() == "data.batch_size x data.seq_len rows 381->384");
 }
