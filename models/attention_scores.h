@@ -1,4 +1,5 @@
-// Attention scores for the FP32 softmax: mask_bias + scale * (Q K^T), widened to FP32, in one pass on CPU.
+// Attention scores for the FP32 softmax: mask_bias + scale * (Q K^T), widened to FP32, in one pass on CPU; and
+// the whole path from the products to the probabilities the second product reads, in one pass.
 #pragma once
 
 #include <torch/torch.h>
@@ -12,5 +13,14 @@ namespace mpt::models {
 // products' dtype). The mask bias gets no gradient (it comes from the token ids). Other devices, shapes and
 // dtypes take the unfused form.
 torch::Tensor masked_scores(const torch::Tensor& products, const torch::Tensor& mask_bias, double scale);
+
+// dropout(softmax(masked_scores(products, mask_bias, scale), -1), p, training).to(dtype): scaling, masking and
+// the softmax in FP32, the dropout mask of models::dropout_to under the same torch seed. On an AVX512-BF16 CPU
+// with rows of a multiple of 16 keys it is one pass per row that reads the products and writes the
+// probabilities and the FP32 softmax (kept for backward); backward is one pass per row back to the products'
+// dtype, with the dropout mask recomputed from its seed. Unfused, the chain made five passes over FP32 (B, h,
+// S, S) tensors each way. Everything else takes the three ops above.
+torch::Tensor attention_probabilities(const torch::Tensor& products, const torch::Tensor& mask_bias, double scale,
+                                      double p, bool training, torch::ScalarType dtype);
 
 }  // namespace mpt::models

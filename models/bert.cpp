@@ -165,13 +165,13 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   const torch::Tensor v = split_heads(project(value_, input));
   torch::Tensor probs;
   {
-    // The product runs in the compute dtype; scaling, masking and the softmax always in FP32. masked_scores
-    // widens, scales and masks in one pass; dropout_to drops and narrows the probabilities back to the compute
-    // dtype for the second product in one more (unfused, the two ends took five passes and four nodes).
+    // The products run in the compute dtype; scaling, masking and the softmax always in FP32, and the
+    // probabilities go back to the compute dtype for the second product, through dropout: one fused pass on CPU
+    // (attention_probabilities), five passes and four autograd nodes unfused.
     const torch::Tensor products = batched_matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
     precision::Fp32Scope fp32(x.device().type());
-    const torch::Tensor scores = masked_scores(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(head_dim)));
-    probs = dropout_to(torch::softmax(scores, -1), dropout_, is_training(), v.scalar_type());
+    probs = attention_probabilities(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(head_dim)), dropout_,
+                                    is_training(), v.scalar_type());
   }
   torch::Tensor context = batched_matmul(probs, v);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)

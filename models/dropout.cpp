@@ -1,6 +1,8 @@
 // Counter-based dropout (see dropout.h).
 #include "models/dropout.h"
 
+#include "models/dropout_mask.h"
+
 #include "core/common/bf16_bits.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -20,13 +22,6 @@ using bf16::store;
 using bf16::widen;
 
 constexpr int64_t kGrain = 1 << 14;  // elements per parallel_for task
-
-// SplitMix64's finaliser: consecutive inputs give independent, uniformly distributed outputs.
-inline uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // The mask as raw bits (`keep` where the hash is below the threshold, else 0), so one loop serves FP32 (uint32_t
 // bits) and BF16/FP16 (uint16_t bits) and the compiler vectorises the 64-bit hash: with AVX-512's 64-bit
@@ -96,28 +91,8 @@ uint64_t keep_threshold(double p) { return static_cast<uint64_t>((1.0 - p) * 184
 
 uint64_t next_mask_seed() { return draw_seed() * 0x9e3779b97f4a7c15ULL; }
 
-// One call's mask: drawn in forward, kept in the autograd context (three numbers) and recomputed in backward.
-struct Mask {
-  uint64_t seed, threshold;
-  float scale;
-
-  static Mask draw(double p) {
-    return {next_mask_seed(), keep_threshold(p), static_cast<float>(1.0 / (1.0 - p))};
-  }
-  void save(torch::autograd::AutogradContext* ctx) const {
-    ctx->saved_data["seed"] = static_cast<int64_t>(seed);
-    ctx->saved_data["threshold"] = static_cast<int64_t>(threshold);
-    ctx->saved_data["scale"] = static_cast<double>(scale);
-  }
-  static Mask load(torch::autograd::AutogradContext* ctx) {
-    return {static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
-            static_cast<uint64_t>(ctx->saved_data["threshold"].toInt()),
-            static_cast<float>(ctx->saved_data["scale"].toDouble())};
-  }
-};
-
 // mask * in as a new contiguous tensor of dtype `out_dtype`; in and out are each FP32 or BF16.
-torch::Tensor apply_mask(const torch::Tensor& in, torch::ScalarType out_dtype, const Mask& mask) {
+torch::Tensor apply_mask(const torch::Tensor& in, torch::ScalarType out_dtype, const DropoutMask& mask) {
   torch::Tensor out = torch::empty(in.sizes(), in.options().dtype(out_dtype));
   auto run = [&](const auto* from, auto* to) {
     at::parallel_for(0, in.numel(), kGrain, [&](int64_t begin, int64_t end) {
@@ -135,7 +110,7 @@ torch::Tensor apply_mask(const torch::Tensor& in, torch::ScalarType out_dtype, c
 struct DropoutAddFunction : public torch::autograd::Function<DropoutAddFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& y,
                                const torch::Tensor& residual, double p) {
-    const Mask mask = Mask::draw(p);
+    const DropoutMask mask = DropoutMask::draw(p);
     mask.save(ctx);
     ctx->saved_data["y_dtype"] = static_cast<int64_t>(y.scalar_type());
     torch::Tensor out = torch::empty_like(residual);
@@ -154,7 +129,7 @@ struct DropoutAddFunction : public torch::autograd::Function<DropoutAddFunction>
                                                  torch::autograd::variable_list grad_outputs) {
     const torch::Tensor grad = grad_outputs[0].contiguous();
     const auto y_dtype = static_cast<torch::ScalarType>(ctx->saved_data["y_dtype"].toInt());
-    return {ctx->needs_input_grad(0) ? apply_mask(grad, y_dtype, Mask::load(ctx)) : torch::Tensor(),
+    return {ctx->needs_input_grad(0) ? apply_mask(grad, y_dtype, DropoutMask::load(ctx)) : torch::Tensor(),
             ctx->needs_input_grad(1) ? grad : torch::Tensor(), torch::Tensor()};
   }
 };
@@ -162,7 +137,7 @@ struct DropoutAddFunction : public torch::autograd::Function<DropoutAddFunction>
 struct DropoutCastFunction : public torch::autograd::Function<DropoutCastFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, double p,
                                torch::ScalarType dtype) {
-    const Mask mask = Mask::draw(p);
+    const DropoutMask mask = DropoutMask::draw(p);
     mask.save(ctx);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     return apply_mask(x, dtype, mask);
@@ -171,11 +146,27 @@ struct DropoutCastFunction : public torch::autograd::Function<DropoutCastFunctio
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
-    return {apply_mask(grad_outputs[0].contiguous(), x_dtype, Mask::load(ctx)), torch::Tensor(), torch::Tensor()};
+    return {apply_mask(grad_outputs[0].contiguous(), x_dtype, DropoutMask::load(ctx)), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
+
+DropoutMask DropoutMask::draw(double p) {
+  return {next_mask_seed(), keep_threshold(p), static_cast<float>(1.0 / (1.0 - p))};
+}
+
+void DropoutMask::save(torch::autograd::AutogradContext* ctx) const {
+  ctx->saved_data["seed"] = static_cast<int64_t>(seed);
+  ctx->saved_data["threshold"] = static_cast<int64_t>(threshold);
+  ctx->saved_data["scale"] = static_cast<double>(scale);
+}
+
+DropoutMask DropoutMask::load(torch::autograd::AutogradContext* ctx) {
+  return {static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+          static_cast<uint64_t>(ctx->saved_data["threshold"].toInt()),
+          static_cast<float>(ctx->saved_data["scale"].toDouble())};
+}
 
 torch::Tensor dropout_add(const torch::Tensor& y, const torch::Tensor& residual, double p, bool training) {
   if (!training || p <= 0.0) return y + residual;
