@@ -11,44 +11,22 @@
 #include <vector>
 
 #include "core/common/error.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12's _mm512_undefined_epi32 initialises a variable from itself, which -Wall reports wherever a widening is
-// inlined (GCC bug 105593, fixed in GCC 13).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#define MPT_FUSED_BATCH_NORM 1
-#else
-#define MPT_FUSED_BATCH_NORM 0
-#endif
+#include "models/avx512.h"
 
 namespace mpt::models {
 
-#if MPT_FUSED_BATCH_NORM
+#if MPT_AVX512_KERNELS
 namespace {
 
-// Every function that touches a vector is compiled for AVX512-BF16 alone and is only reached after
-// can_fuse_batch_norm has checked the CPU.
-#define MPT_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-
+using avx512::kLanes;  // channels per vector
+using avx512::load;
+using avx512::store;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-constexpr int64_t kLanes = 16;        // FP32 lanes in a vector: channels per vector
 constexpr int64_t kTileVectors = 4;   // channels summed at once: 64, eight accumulators
 constexpr int64_t kBlockRows = 64;    // rows summed in FP32 before the block's sums join the double totals
 constexpr int64_t kGrainElements = 16384;  // elements per parallel task in the elementwise passes
-
-// 16 BF16 values widened to FP32 (a BF16 is the top half of an FP32).
-MPT_AVX512_BF16 inline __m512 load(const uint16_t* p) {
-  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-}
-
-// 16 FP32 values rounded to nearest even BF16 (NaN stays NaN) by vcvtneps2bf16.
-MPT_AVX512_BF16 inline void store(uint16_t* p, __m512 v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
-}
 
 // The gradient reaching the norm's output: dy where the ReLU's output y is not <= 0 (so NaN passes), else 0,
 // as LibTorch's threshold_backward computes it.
@@ -260,11 +238,6 @@ struct FusedBatchNormFunction : public torch::autograd::Function<FusedBatchNormF
   }
 };
 
-bool cpu_has_avx512_bf16() {
-  static const bool has = __builtin_cpu_supports("avx512bf16");
-  return has;
-}
-
 bool fusable_activation(const torch::Tensor& t, const torch::Tensor& like) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && t.sizes() == like.sizes() &&
          t.is_contiguous(torch::MemoryFormat::ChannelsLast);
@@ -275,7 +248,7 @@ bool fusable_activation(const torch::Tensor& t, const torch::Tensor& like) {
 bool can_fuse_batch_norm(const torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x,
                          const torch::Tensor& residual) {
   const auto& o = norm.options;
-  if (!norm.is_training() || !o.affine() || !o.track_running_stats() || !cpu_has_avx512_bf16()) return false;
+  if (!norm.is_training() || !o.affine() || !o.track_running_stats() || !avx512::cpu_supported()) return false;
   for (const torch::Tensor& t : {norm.weight, norm.bias, norm.running_mean, norm.running_var})
     if (!t.defined() || t.scalar_type() != torch::kFloat || !t.device().is_cpu() || !t.is_contiguous()) return false;
   if (!x.defined() || x.dim() != 4 || !fusable_activation(x, x) || x.size(1) % kLanes != 0 || x.size(1) == 0 ||
