@@ -11,6 +11,7 @@
 #include "models/attention_scores.h"
 #include "models/batched_matmul.h"
 #include "models/dropout.h"
+#include "models/layer_norm.h"
 
 namespace mpt::models {
 namespace {
@@ -70,6 +71,23 @@ torch::Tensor layer_norm_through(const precision::ModuleRunner& runner, const to
     return torch::layer_norm(h, norm->options.normalized_shape(), norm->weight.to(h.scalar_type()),
                              norm->bias.to(h.scalar_type()), norm->options.eps());
   });
+}
+
+// A layer's closing LayerNorm through its runner, with its output also as the next projections read it
+// (compute_input) when `for_projection`. When the norm is an FP32 island and autocast computes in BF16 (the
+// default policy of a mixed run), one pass writes both (layer_norm_and_narrow) and its backward takes both
+// paths' gradients; unfused, that is a cast forward, a cast and an add back.
+Hidden norm_for_next(const precision::ModuleRunner& runner, const torch::nn::LayerNorm& norm, const torch::Tensor& x,
+                     bool for_projection) {
+  const torch::DeviceType device = x.device().type();
+  if (for_projection && runner.keep_fp32 && !runner.monitor && x.scalar_type() == torch::kFloat &&
+      compat::autocast_enabled(device) && compat::autocast_dtype(device) == torch::kBFloat16) {
+    precision::Fp32Scope fp32(device);
+    NormOutput out = layer_norm_and_narrow(x, *norm, torch::kBFloat16);
+    return {out.fp32, out.narrow};
+  }
+  const torch::Tensor y = layer_norm_through(runner, norm, x);
+  return {y, for_projection ? compute_input(y) : torch::Tensor()};
 }
 
 // HF's _init_weights: N(0, 0.02) for linear and embedding weights, zero biases and the [PAD] embedding row.
@@ -154,12 +172,18 @@ BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePo
 }
 
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias) {
+  return forward(Hidden{x, torch::Tensor()}, mask_bias, /*next_has_projection=*/false).states;
+}
+
+Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& mask_bias, bool next_has_projection) {
+  const torch::Tensor& x = hidden_states.states;
   const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2), head_dim = hidden / heads_;
   auto split_heads = [&](const torch::Tensor& t) { return t.view({batch, seq, heads_, head_dim}).transpose(1, 2); };
   // Q, K and V read the same FP32 input; under autocast each projection would cast it on its own (three casts
   // forward, three back and an FP32 sum of their gradients). Cast once: backward sums the three BF16/FP16
   // gradients in that dtype, one more rounding of values that each GEMM has already rounded to it.
-  const torch::Tensor input = compute_input(x);
+  const torch::Tensor input =
+      hidden_states.for_projection.defined() ? hidden_states.for_projection : compute_input(x);
   const torch::Tensor q = split_heads(project(query_, input));  // (B, h, S, d)
   const torch::Tensor k = split_heads(project(key_, input));
   const torch::Tensor v = split_heads(project(value_, input));
@@ -175,11 +199,12 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   }
   torch::Tensor context = batched_matmul(probs, v);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)
-  torch::Tensor attended = dropout_add(project(attention_out_, context), x, dropout_, is_training());
-  attended = layer_norm_through(attention_norm_runner_, attention_norm_, attended);
-  torch::Tensor out = project(output_, torch::gelu(project(intermediate_, attended)));  // (B, S, 4H) -> (B, S, H)
-  out = dropout_add(out, attended, dropout_, is_training());
-  return layer_norm_through(output_norm_runner_, output_norm_, out);
+  const Hidden attended =
+      norm_for_next(attention_norm_runner_, attention_norm_,
+                    dropout_add(project(attention_out_, context), x, dropout_, is_training()), /*for_projection=*/true);
+  torch::Tensor out = project(output_, torch::gelu(project(intermediate_, attended.for_projection)));  // (B, S, H)
+  out = dropout_add(out, attended.states, dropout_, is_training());
+  return norm_for_next(output_norm_runner_, output_norm_, out, next_has_projection);
 }
 
 BertModelImpl::BertModelImpl(const BertConfig& config, bool with_pooler, const precision::ModulePolicy& policy,
@@ -204,9 +229,9 @@ torch::Tensor BertModelImpl::forward(const torch::Tensor& ids) {
   // (B, 1, 1, S): a large negative score for [PAD] keys, so no position attends to padding.
   const torch::Tensor mask_bias =
       ids.eq(config_.pad_id).to(torch::kFloat).mul(kMaskedScore).view({ids.size(0), 1, 1, ids.size(1)});
-  torch::Tensor x = embeddings->forward(ids);
-  for (auto& layer : layers_) x = layer->forward(x, mask_bias);
-  return x;  // (B, S, H)
+  Hidden x{embeddings->forward(ids), torch::Tensor()};
+  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, mask_bias, i + 1 < layers_.size());
+  return x.states;  // (B, S, H)
 }
 
 torch::Tensor BertModelImpl::pool(const torch::Tensor& hidden) {

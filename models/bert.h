@@ -51,11 +51,21 @@ class BertEmbeddingsImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BertEmbeddings);
 
+// Hidden states between encoder layers: the residual stream (FP32 unless the policy runs the norms in the compute
+// dtype) and, when defined, the same values as the next layer's projections read them (BF16 under autocast),
+// written by the LayerNorm that ends the layer.
+struct Hidden {
+  torch::Tensor states;          // (B, S, H)
+  torch::Tensor for_projection;  // (B, S, H) or undefined
+};
+
 class BertLayerImpl : public torch::nn::Module {
  public:
   BertLayerImpl(const BertConfig& config, const precision::ModulePolicy& policy, const std::string& prefix);
   // x (B, S, H); mask_bias (B, 1, 1, S) FP32: 0 where attended, a large negative number at [PAD].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask_bias);
+  // The same, between layers: `next_has_projection` asks for the output's for_projection copy too.
+  Hidden forward(const Hidden& x, const torch::Tensor& mask_bias, bool next_has_projection);
 
  private:
   int64_t heads_;
