@@ -11,6 +11,7 @@
 #include "models/attention_scores.h"
 #include "models/batched_matmul.h"
 #include "models/dropout.h"
+#include "models/gelu.h"
 #include "models/layer_norm.h"
 
 namespace mpt::models {
@@ -202,7 +203,7 @@ Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& 
   const Hidden attended =
       norm_for_next(attention_norm_runner_, attention_norm_,
                     dropout_add(project(attention_out_, context), x, dropout_, is_training()), /*for_projection=*/true);
-  torch::Tensor out = project(output_, torch::gelu(project(intermediate_, attended.for_projection)));  // (B, S, H)
+  torch::Tensor out = project(output_, models::gelu(project(intermediate_, attended.for_projection)));  // (B, S, H)
   out = dropout_add(out, attended.states, dropout_, is_training());
   return norm_for_next(output_norm_runner_, output_norm_, out, next_has_projection);
 }
@@ -261,7 +262,8 @@ BertForMaskedLmImpl::BertForMaskedLmImpl(const BertConfig& config, const precisi
 
 torch::Tensor BertForMaskedLmImpl::head(const torch::Tensor& hidden) {
   return head_runner_(hidden, [&](const torch::Tensor& x) {
-    const torch::Tensor h = layer_norm_through(transform_norm_runner_, transform_norm_, torch::gelu(project(transform_, x)));  // (N, H)
+    const torch::Tensor h =
+        layer_norm_through(transform_norm_runner_, transform_norm_, models::gelu(project(transform_, x)));  // (N, H)
     const torch::Tensor& embedding = bert_->embeddings->word_embeddings->weight;
     return TiedDecoderFunction::apply(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
   });
