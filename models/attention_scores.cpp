@@ -162,18 +162,6 @@ MPT_AVX512_BF16 void probabilities_backward(const G* __restrict grad, const floa
   }
 }
 
-// Calls body(pointer) with t's data as const float* or const uint16_t* (BF16 bits).
-template <typename Body>
-void with_data(const torch::Tensor& t, Body&& body) {
-  if (t.scalar_type() == torch::kBFloat16) body(bf16::bits(t));
-  else body(t.data_ptr<float>());
-}
-template <typename Body>
-void with_mutable_data(torch::Tensor& t, Body&& body) {
-  if (t.scalar_type() == torch::kBFloat16) body(bf16::bits(t));
-  else body(t.data_ptr<float>());
-}
-
 struct AttentionProbabilitiesFunction : public torch::autograd::Function<AttentionProbabilitiesFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& products,
                                const torch::Tensor& mask_bias, double scale, double p, bool training,
@@ -190,8 +178,8 @@ struct AttentionProbabilitiesFunction : public torch::autograd::Function<Attenti
         keep_softmax ? torch::empty(products.sizes(), products.options().dtype(torch::kFloat)) : torch::Tensor();
     torch::Tensor probs = torch::empty(products.sizes(), products.options().dtype(dtype));
     float* softmax_data = keep_softmax ? softmax.data_ptr<float>() : nullptr;
-    with_data(products, [&](const auto* in) {
-      with_mutable_data(probs, [&](auto* out) {
+    bf16::with_data(products, [&](const auto* in) {
+      bf16::with_mutable_data(probs, [&](auto* out) {
         at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / keys), [&](int64_t begin, int64_t end) {
           probabilities_forward(in, mask_bias.data_ptr<float>(), softmax_data, out, begin, end, keys,
                                 rows_per_sequence, static_cast<float>(scale), drop ? &mask : nullptr);
@@ -212,8 +200,8 @@ struct AttentionProbabilitiesFunction : public torch::autograd::Function<Attenti
     const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["products_dtype"].toInt());
     const int64_t keys = softmax.size(3), rows = softmax.numel() / keys;
     torch::Tensor grad_products = torch::empty(softmax.sizes(), softmax.options().dtype(dtype));
-    with_data(grad, [&](const auto* g) {
-      with_mutable_data(grad_products, [&](auto* out) {
+    bf16::with_data(grad, [&](const auto* g) {
+      bf16::with_mutable_data(grad_products, [&](auto* out) {
         at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / keys), [&](int64_t begin, int64_t end) {
           probabilities_backward(g, softmax.data_ptr<float>(), out, begin, end, keys, scale,
                                  drop ? &mask : nullptr);

@@ -5,9 +5,10 @@
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12's _mm512_undefined_epi32 initialises a variable from itself, which -Wall reports wherever a widening is
-// inlined (GCC bug 105593, fixed in GCC 13).
+// GCC 12's _mm512_undefined_* initialise a variable from itself, which -Wall reports wherever a widening, a
+// min or a max is inlined (GCC bug 105593, fixed in GCC 13).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <cstdint>

@@ -3,6 +3,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <type_traits>
+
 #include "core/common/bf16_bits.h"
 #include "models/avx512.h"
 
@@ -70,19 +72,15 @@ MPT_AVX512_BF16 void gelu_backward(const T* __restrict grad, const T* __restrict
   }
 }
 
-// Calls body(in, out) with the tensors' data as float* or as BF16 bits (uint16_t*); both have in's dtype.
-template <typename Body>
-void with_data(const torch::Tensor& in, torch::Tensor& out, Body&& body) {
-  if (in.scalar_type() == torch::kBFloat16)
-    body(bf16::bits(in), bf16::bits(out));
-  else
-    body(in.data_ptr<float>(), out.data_ptr<float>());
-}
+// in's element type, for an output of the same dtype.
+template <typename In>
+using Element = std::remove_const_t<std::remove_pointer_t<In>>;
 
 struct GeluFunction : public torch::autograd::Function<GeluFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
     torch::Tensor y = torch::empty_like(x);
-    with_data(x, y, [&](const auto* in, auto* out) {
+    bf16::with_data(x, [&](const auto* in) {
+      auto* out = static_cast<Element<decltype(in)>*>(y.data_ptr());
       at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) { gelu_forward(in, out, begin, end); });
     });
     ctx->save_for_backward({x});
@@ -94,8 +92,9 @@ struct GeluFunction : public torch::autograd::Function<GeluFunction> {
     const torch::Tensor x = ctx->get_saved_variables()[0];
     const torch::Tensor grad = grad_outputs[0].contiguous().to(x.scalar_type());
     torch::Tensor dx = torch::empty_like(x);
-    with_data(x, dx, [&](const auto* in, auto* out) {
-      const auto* g = reinterpret_cast<decltype(in)>(grad.data_ptr());
+    bf16::with_data(x, [&](const auto* in) {
+      auto* out = static_cast<Element<decltype(in)>*>(dx.data_ptr());
+      const auto* g = static_cast<decltype(in)>(grad.data_ptr());
       at::parallel_for(0, x.numel(), kGrain,
                        [&](int64_t begin, int64_t end) { gelu_backward(g, in, out, begin, end); });
     });
