@@ -84,7 +84,7 @@ MPT_AVX512_BF16 inline __m512i mix8(__m512i z) {
   return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
 }
 
-// The dropout factors (scale where kept, else 0) of the 16 elements from `index`: DropoutMask::keeps per lane.
+// The dropout factors (scale where kept, else 0) of the 16 elements from `index`: mix(seed + i) < threshold.
 MPT_AVX512_BF16 inline __m512 keep_factors(const DropoutMask& mask, uint64_t index) {
   const __m512i first = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(mask.seed + index)),
                                          _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));

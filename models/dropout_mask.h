@@ -1,5 +1,5 @@
 // The counter-based dropout mask (see dropout.h) for the kernels that apply it inside a fused pass: element i of
-// a call's tensor is kept, and scaled by 1 / (1 - p), when mix(seed + i) is below the keep threshold.
+// a call's tensor is kept, and scaled by 1 / (1 - p), when mix(seed + i) is below the threshold.
 #pragma once
 
 #include <torch/torch.h>
@@ -24,8 +24,6 @@ struct DropoutMask {
   static DropoutMask draw(double p);
   void save(torch::autograd::AutogradContext* ctx) const;
   static DropoutMask load(torch::autograd::AutogradContext* ctx);
-
-  bool keeps(uint64_t index) const { return mix(seed + index) < threshold; }
 };
 
 }  // namespace mpt::models

@@ -6,9 +6,6 @@
 
 #include <ATen/Parallel.h>
 
-#include <cmath>
-#include <vector>
-
 #include "core/common/bf16_bits.h"
 #include "models/avx512.h"
 
