@@ -170,7 +170,7 @@ struct AttentionProbabilitiesFunction : public torch::autograd::Function<Attenti
     const DropoutMask mask = drop ? DropoutMask::draw(p) : DropoutMask{0, 0, 1.0f};
     if (drop) mask.save(ctx);
     ctx->saved_data["drop"] = drop;
-    ctx->saved_data["score_scale"] = scale;  // "scale" is the mask's
+    ctx->saved_data["score_scale"] = scale;
     ctx->saved_data["products_dtype"] = static_cast<int64_t>(products.scalar_type());
     const int64_t keys = products.size(3), rows = products.numel() / keys;
     const int64_t rows_per_sequence = products.size(1) * products.size(2);

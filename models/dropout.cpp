@@ -157,15 +157,15 @@ DropoutMask DropoutMask::draw(double p) {
 }
 
 void DropoutMask::save(torch::autograd::AutogradContext* ctx) const {
-  ctx->saved_data["seed"] = static_cast<int64_t>(seed);
-  ctx->saved_data["threshold"] = static_cast<int64_t>(threshold);
-  ctx->saved_data["scale"] = static_cast<double>(scale);
+  ctx->saved_data["dropout_seed"] = static_cast<int64_t>(seed);
+  ctx->saved_data["dropout_threshold"] = static_cast<int64_t>(threshold);
+  ctx->saved_data["dropout_scale"] = static_cast<double>(scale);
 }
 
 DropoutMask DropoutMask::load(torch::autograd::AutogradContext* ctx) {
-  return {static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
-          static_cast<uint64_t>(ctx->saved_data["threshold"].toInt()),
-          static_cast<float>(ctx->saved_data["scale"].toDouble())};
+  return {static_cast<uint64_t>(ctx->saved_data["dropout_seed"].toInt()),
+          static_cast<uint64_t>(ctx->saved_data["dropout_threshold"].toInt()),
+          static_cast<float>(ctx->saved_data["dropout_scale"].toDouble())};
 }
 
 torch::Tensor dropout_add(const torch::Tensor& y, const torch::Tensor& residual, double p, bool training) {

@@ -16,7 +16,7 @@ inline uint64_t mix(uint64_t z) {
 }
 
 // One call's mask: drawn in forward from torch's default CPU generator (one 64-bit draw), kept in the autograd
-// context as three numbers and recomputed in backward.
+// context as three numbers (under "dropout_" keys, beside the fused op's own) and recomputed in backward.
 struct DropoutMask {
   uint64_t seed, threshold;
   float scale;
