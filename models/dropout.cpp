@@ -16,7 +16,6 @@
 namespace mpt::models {
 namespace {
 
-using bf16::bits;
 using bf16::fp32_or_bf16;
 using bf16::store;
 using bf16::widen;
@@ -94,16 +93,13 @@ uint64_t next_mask_seed() { return draw_seed() * 0x9e3779b97f4a7c15ULL; }
 // mask * in as a new contiguous tensor of dtype `out_dtype`; in and out are each FP32 or BF16.
 torch::Tensor apply_mask(const torch::Tensor& in, torch::ScalarType out_dtype, const DropoutMask& mask) {
   torch::Tensor out = torch::empty(in.sizes(), in.options().dtype(out_dtype));
-  auto run = [&](const auto* from, auto* to) {
-    at::parallel_for(0, in.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      scale_kept(from, to, begin, end, mask.seed, mask.threshold, mask.scale);
+  bf16::with_data(in, [&](const auto* from) {
+    bf16::with_mutable_data(out, [&](auto* to) {
+      at::parallel_for(0, in.numel(), kGrain, [&](int64_t begin, int64_t end) {
+        scale_kept(from, to, begin, end, mask.seed, mask.threshold, mask.scale);
+      });
     });
-  };
-  const bool in_bf16 = in.scalar_type() == torch::kBFloat16, out_bf16 = out_dtype == torch::kBFloat16;
-  if (in_bf16 && out_bf16) run(bits(in), bits(out));
-  else if (in_bf16) run(bits(in), out.data_ptr<float>());
-  else if (out_bf16) run(in.data_ptr<float>(), bits(out));
-  else run(in.data_ptr<float>(), out.data_ptr<float>());
+  });
   return out;
 }
 
@@ -114,14 +110,12 @@ struct DropoutAddFunction : public torch::autograd::Function<DropoutAddFunction>
     mask.save(ctx);
     ctx->saved_data["y_dtype"] = static_cast<int64_t>(y.scalar_type());
     torch::Tensor out = torch::empty_like(residual);
-    auto run = [&](const auto* in) {
+    bf16::with_data(y, [&](const auto* in) {
       at::parallel_for(0, out.numel(), kGrain, [&](int64_t begin, int64_t end) {
         dropout_add_forward(in, residual.data_ptr<float>(), out.data_ptr<float>(), begin, end, mask.seed,
                             mask.threshold, mask.scale);
       });
-    };
-    if (y.scalar_type() == torch::kBFloat16) run(bits(y));
-    else run(y.data_ptr<float>());
+    });
     return out;
   }
 
