@@ -104,8 +104,6 @@ int run_bench(const BenchOptions& options) {
   if (!options.json_out.empty()) io::write_file_atomically(options.json_out, json.dump(2) + "\n");
   if (options.json) std::cout << json.dump(2) << "\n";
   else if (options.json_out.empty()) std::cout << bench::render_table(result);
-  if (const std::string core = hardware::blas_core_warning(); !core.empty() && !options.json)
-    std::cerr << "warning: " << core << "\n";
   return kExitOk;
 }
 

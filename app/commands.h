@@ -60,11 +60,12 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
 
 struct ExportOptions {
   std::string source;  // a checkpoint file, or a run directory (its newest valid checkpoint)
-  std::string format = "safetensors";
+  std::string format = "safetensors";  // safetensors | torch | hf
   std::string out;
 };
 
-// Writes a checkpoint's FP32 weights as safetensors or a PyTorch zip file with torchvision / HF names.
+// Writes a checkpoint's FP32 weights as safetensors or a PyTorch zip file with torchvision / HF names, or, for a
+// BERT run, a Hugging Face model folder (config.json + model.safetensors) that from_pretrained loads.
 int run_export(const ExportOptions& options);
 
 // Evaluates the spec's model (weights from model.init_from) on the spec's test data: loss and accuracy.

@@ -46,7 +46,13 @@ int run_doctor() {
   std::vector<std::string> warnings;
 
   std::cout << "mpt " << kVersion << " (git " << kGitHash << ")\n";
-  fact("LibTorch", std::string(TORCH_VERSION) + (torch::cuda::is_available() ? " (CUDA)" : " (CPU-only build or no GPU)"));
+#ifdef MPT_WITH_CUDA
+  const std::string build = torch::cuda::is_available() ? " (CUDA)" : " (built with CUDA; no GPU visible)";
+#else
+  const std::string build = " (CPU-only build)";
+#endif
+  fact("LibTorch", std::string(TORCH_VERSION) + build);
+  if (*kTorchEnvironment) fact("torch environment", kTorchEnvironment);
   fact("CPU", hardware::cpu_model() + ", " + std::to_string(cores) + " cores");
   fact("CPU BF16", facts.cpu_native_bf16 ? "native (AVX512-BF16/AMX): BF16 autocast is fast" : "not native");
   if (facts.cuda_available) {
@@ -73,14 +79,8 @@ int run_doctor() {
                           " threads (fused optimizers, dropout, gradient check)");
   const std::string device = facts.cuda_available ? "cuda" : "cpu";
   const config::MixedChoice mixed = config::choose_mixed(device, facts);
-  fact("precision.mode: mixed", mixed.mode.empty() ? "unavailable: " + mixed.reason : "-> " + mixed.mode + " (" + mixed.reason + ")");
+  fact("precision.mode: mixed", "-> " + mixed.mode + " (" + mixed.reason + ")");
 
-  if (blas.find("reference") != std::string::npos)
-    warnings.push_back("the reference BLAS is in use: FP32 GEMM is ~50x slower (apt-get install libopenblas0-openmp)");
-  if (blas.find("USE_OPENMP") == std::string::npos && blas.find("OpenBLAS") != std::string::npos)
-    warnings.push_back("the pthread OpenBLAS is loaded: with several LibTorch threads the pools oversubscribe the "
-                       "cores (install libopenblas0-openmp and rebuild)");
-  if (const std::string core = hardware::blas_core_warning(); !core.empty()) warnings.push_back(core);
   if (allocator == "glibc malloc")
     warnings.push_back("glibc malloc re-faults large activation blocks every step (BERT steps up to 3x slower): "
                        "apt-get install libtcmalloc-minimal4 and rebuild");
@@ -93,9 +93,7 @@ int run_doctor() {
     warnings.push_back("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist): the shipped configs need it");
 
   const std::string failure = smoke_test(torch::Device(device == "cuda" ? torch::kCUDA : torch::kCPU),
-                                         mixed.mode == "mixed_fp16" ? torch::kHalf
-                                         : mixed.mode.empty()       ? torch::kFloat
-                                                                    : torch::kBFloat16);
+                                         mixed.mode == "mixed_fp16" ? torch::kHalf : torch::kBFloat16);
   for (const auto& w : warnings) std::cout << "warning: " << w << "\n";
   if (!failure.empty()) {
     std::cout << "mpt cannot run here: " << failure << "\n";

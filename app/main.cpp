@@ -79,11 +79,12 @@ int main(int argc, char** argv) {
   inspect_cmd->add_flag("--json", inspect_json, "Print JSON instead of a table");
 
   mpt::app::ExportOptions export_options;
-  CLI::App* export_cmd = cli.add_subcommand("export", "Write a run's weights as safetensors or a PyTorch file");
+  CLI::App* export_cmd = cli.add_subcommand(
+      "export", "Write a run's weights as safetensors, a PyTorch file or a Hugging Face model folder");
   export_cmd->add_option("source", export_options.source, "Checkpoint file or run directory")->required();
-  export_cmd->add_option("--format", export_options.format, "safetensors | torch")
-      ->check(CLI::IsMember({"safetensors", "torch"}));
-  export_cmd->add_option("--out", export_options.out, "Output file")->required();
+  export_cmd->add_option("--format", export_options.format, "safetensors | torch | hf (BERT runs)")
+      ->check(CLI::IsMember({"safetensors", "torch", "hf"}));
+  export_cmd->add_option("--out", export_options.out, "Output file (a folder for hf)")->required();
 
   std::string eval_spec;
   std::vector<std::string> eval_overrides;

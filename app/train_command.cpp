@@ -85,7 +85,6 @@ int run_train(const TrainOptions& options) {
   const std::string blas = hardware::blas_description();
   logger->info("device {} | {} threads | BLAS {} | precision {} ({}) | loss scale {}", c.device, threads, blas,
                c.precision.mode, c.precision.strategy, precision::loss_scale_mode_name(c.precision.loss_scale.mode));
-  if (const std::string core = hardware::blas_core_warning(); !core.empty()) logger->warn("{}", core);
   const bool tf32 = device.is_cuda() && c.precision.tf32;
   hardware::configure_cuda_math(tf32);
   torch::manual_seed(c.seed);

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "core/precision/compat.h"
+#include "core/precision/autocast.h"
 
 namespace mpt::models {
 namespace {
@@ -101,7 +101,7 @@ struct SplitBatchedMatmulFunction : public torch::autograd::Function<SplitBatche
 bool splits_batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
 #ifdef _OPENMP  // without it at::parallel_for in this file runs the products one after the other
   if (!a.device().is_cpu() || !b.device().is_cpu() || a.scalar_type() != torch::kFloat ||
-      b.scalar_type() != torch::kFloat || compat::autocast_enabled(torch::kCPU))
+      b.scalar_type() != torch::kFloat || precision::autocast_enabled(torch::kCPU))
     return false;
   if (a.dim() < 3 || a.dim() != b.dim() || a.size(-1) != b.size(-2) || a.numel() == 0 || b.numel() == 0)
     return false;

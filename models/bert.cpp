@@ -7,7 +7,6 @@
 #include "core/common/error.h"
 #include "core/data/masking.h"
 #include "core/precision/autocast.h"
-#include "core/precision/compat.h"
 #include "models/attention_scores.h"
 #include "models/batched_matmul.h"
 #include "models/dropout.h"
@@ -60,8 +59,8 @@ struct TiedDecoderFunction : public torch::autograd::Function<TiedDecoderFunctio
 // x as autocast would pass it to a projection: in the autocast dtype when autocast is on for its device.
 torch::Tensor compute_input(const torch::Tensor& x) {
   const torch::DeviceType device = x.device().type();
-  if (x.scalar_type() != torch::kFloat || !compat::autocast_enabled(device)) return x;
-  return x.to(compat::autocast_dtype(device));
+  if (x.scalar_type() != torch::kFloat || !precision::autocast_enabled(device)) return x;
+  return x.to(precision::autocast_dtype(device));
 }
 
 // A LayerNorm through its runner: in FP32 when the policy keeps it there (the default), otherwise in the input's
@@ -82,7 +81,7 @@ Hidden norm_for_next(const precision::ModuleRunner& runner, const torch::nn::Lay
                      bool for_projection) {
   const torch::DeviceType device = x.device().type();
   if (for_projection && runner.keep_fp32 && !runner.monitor && x.scalar_type() == torch::kFloat &&
-      compat::autocast_enabled(device) && compat::autocast_dtype(device) == torch::kBFloat16) {
+      precision::autocast_enabled(device) && precision::autocast_dtype(device) == torch::kBFloat16) {
     precision::Fp32Scope fp32(device);
     NormOutput out = layer_norm_and_narrow(x, *norm, torch::kBFloat16);
     return {out.fp32, out.narrow};

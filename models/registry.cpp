@@ -2,12 +2,29 @@
 #include "models/registry.h"
 
 #include "core/common/error.h"
+#include "models/hf_config.h"
 
 namespace mpt::models {
 
+BertConfig bert_architecture(const ModelConfig& config) {
+  if (config.name == "bert" && config.hf_config.empty())
+    throw UsageError("model.name: bert takes its architecture from model.hf_config (a Hugging Face config.json); "
+                     "set it, or name a preset (bert-tiny|mini|small|medium|base|large)");
+  BertConfig bert = config.name == "bert" ? read_hf_bert_config(config.hf_config) : bert_preset(config.name);
+  if (config.name != "bert" && config.bert_heads > 0) {
+    if (bert.hidden % config.bert_heads != 0)
+      throw UsageError("model.heads = " + std::to_string(config.bert_heads) + ": " + config.name + "'s hidden size " +
+                       std::to_string(bert.hidden) + " is not a multiple of it");
+    bert.heads = config.bert_heads;
+  }
+  bert.dropout = config.bert_dropout;
+  bert.head = config.bert_head;
+  return bert;
+}
+
 Model build_model(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy) {
   const bool text = sample.seq_len > 0;
-  const bool bert = config.name.rfind("bert-", 0) == 0;
+  const bool bert = config.name.rfind("bert", 0) == 0;
   if (text != bert)
     throw UsageError("model.name: " + config.name + (bert ? " reads token sequences; set data.name: text_corpus or text_classification"
                                                           : " reads images; use a bert-* model for text data"));
@@ -23,10 +40,11 @@ Model build_model(ModelConfig config, const data::SampleShape& sample, const pre
     return std::make_shared<ResNetImpl>(config.resnet, policy);
   }
   if (bert) {
-    BertConfig bert_config = bert_preset(config.name);
+    BertConfig bert_config = bert_architecture(config);
+    if (config.name == "bert" && bert_config.vocab_size != sample.vocab_size)
+      throw UsageError(config.hf_config + ": vocab_size " + std::to_string(bert_config.vocab_size) +
+                       " differs from data.vocab's " + std::to_string(sample.vocab_size) + " tokens");
     bert_config.vocab_size = sample.vocab_size;
-    bert_config.dropout = config.bert_dropout;
-    bert_config.head = config.bert_head;
     if (sample.seq_len > bert_config.max_positions)
       throw UsageError("data.seq_len = " + std::to_string(sample.seq_len) + " exceeds BERT's " +
                        std::to_string(bert_config.max_positions) + " positions");

@@ -5,7 +5,7 @@
 
 #include "core/common/error.h"
 #include "core/dist/sync_batch_norm.h"
-#include "core/precision/compat.h"
+#include "core/precision/autocast.h"
 #include "models/fused_batch_norm.h"
 
 namespace mpt::models {
@@ -133,7 +133,7 @@ torch::Tensor conv_forward(torch::nn::Conv2d& conv, const torch::Tensor& x) {
   if (!plain || !x.device().is_cpu() || x.dim() != 4 || !x.is_contiguous(torch::MemoryFormat::ChannelsLast))
     return conv->forward(x);
   const torch::ScalarType dtype =
-      compat::autocast_enabled(torch::kCPU) ? compat::autocast_dtype(torch::kCPU) : x.scalar_type();
+      precision::autocast_enabled(torch::kCPU) ? precision::autocast_dtype(torch::kCPU) : x.scalar_type();
   const int64_t batch = x.size(0), in = x.size(1), out = options.out_channels();
   const int64_t height = (x.size(2) + 2 * (kernel / 2) - kernel) / stride + 1;
   const int64_t width = (x.size(3) + 2 * (kernel / 2) - kernel) / stride + 1;

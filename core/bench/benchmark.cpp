@@ -138,8 +138,11 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   result.achieved_flops = result.train_flops_per_sample * result.samples_per_sec;
   result.peak_dtype = stack.compute_dtype == torch::kBFloat16 ? "bf16" : stack.compute_dtype == torch::kHalf ? "fp16" : "fp32";
   // 2048^3 keeps the CPU probe near a second; on a GPU it would take microseconds and measure the launch.
-  result.gemm_n = device.is_cuda() ? 8192 : 2048;
-  if (options.measure_peak) result.peak_flops = measure_gemm_flops(stack.compute_dtype, device, result.gemm_n);
+  if (options.measure_peak) {
+    const GemmPeak peak = measure_gemm_flops(stack.compute_dtype, device, device.is_cuda() ? 8192 : 2048);
+    result.peak_flops = peak.flops;
+    result.gemm_n = peak.n;
+  }
   result.mfu = result.peak_flops > 0 ? result.achieved_flops / result.peak_flops : 0.0;
   return result;
 }

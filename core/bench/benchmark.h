@@ -35,7 +35,7 @@ struct BenchResult {
   double train_flops_per_sample = 0.0;  // 6 x forward MACs (2 FLOPs per MAC, backward twice the forward)
   double achieved_flops = 0.0;
   std::string peak_dtype;
-  int64_t gemm_n = 0;       // the probe's n x n x n matmul: 2048 on the CPU, 8192 on a GPU
+  int64_t gemm_n = 0;       // the probe's n x n x n matmul: up to 2048 on the CPU, 8192 on a GPU
   double peak_flops = 0.0;  // measured GEMM in peak_dtype
   double mfu = 0.0;
   int64_t peak_memory_bytes = 0;  // before the GEMM probe: the process's peak RSS, or on CUDA the allocator's peak

@@ -50,39 +50,23 @@ int configure_threads(int requested, int processes_sharing) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = requested > 0 ? requested : std::max(1, cores / std::max(1, processes_sharing));
   torch::set_num_threads(threads);
-  using SetThreads = void (*)(int);
-  if (auto set_blas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-    set_blas_threads(threads);
   return threads;
 }
 
 std::string blas_description() {
-  using GetConfig = char* (*)();
-  if (auto get_config = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
-    std::string description = get_config();
-    using GetCore = char* (*)();
-    if (auto get_core = reinterpret_cast<GetCore>(dlsym(RTLD_DEFAULT, "openblas_get_corename")))
-      description += " core " + std::string(get_core());
-    Dl_info library{};
-    if (dladdr(reinterpret_cast<void*>(get_config), &library) && library.dli_fname)
-      description += " from " + std::string(library.dli_fname);
-    return description;
-  }
-  if (dlsym(RTLD_DEFAULT, "sgemm_")) return "reference or unknown BLAS (FP32 will be slow; install libopenblas0)";
-  return "unknown";
-}
-
-std::string blas_core_warning() {
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  if (!forced || !*forced || !dlsym(RTLD_DEFAULT, "openblas_get_config") || !__builtin_cpu_supports("avx512f"))
-    return "";
-  std::string core = forced;
-  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (const char* avx512_core : {"skylakex", "cooperlake", "sapphirerapids"})
-    if (core == avx512_core) return "";
-  return "OPENBLAS_CORETYPE=" + std::string(forced) +
-         " pins OpenBLAS to kernels without AVX-512 on this AVX-512 CPU: FP32 GEMM runs at about half speed; "
-         "unset it to let OpenBLAS choose (FP32 baselines measured under it are not the best FP32)";
+  // LibTorch's build line names its BLAS (the wheel links MKL statically; BF16 GEMMs go through oneDNN).
+  const std::string config = at::show_config();
+  auto value_after = [&](const std::string& key) {
+    const size_t at = config.find(key);
+    if (at == std::string::npos) return std::string();
+    const size_t begin = at + key.size();
+    return config.substr(begin, config.find_first_of(",\n", begin) - begin);
+  };
+  std::string blas = value_after("BLAS_INFO=");
+  if (blas.empty()) return "unknown";
+  if (const std::string mkl = value_after("Math Kernel Library Version "); !mkl.empty()) blas += " " + mkl;
+  if (const std::string dnn = value_after("MKL-DNN v"); !dnn.empty()) blas += ", oneDNN " + dnn;
+  return blas;
 }
 
 namespace {

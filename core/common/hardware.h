@@ -22,12 +22,8 @@ int configure_threads(int requested, int processes_sharing = 1);
 // TCMALLOC_RELEASE_RATE is set) for the same reason. Call once at start-up.
 void tune_host_allocator();
 
-// "OpenBLAS 0.3.21 ... (Haswell)", "reference BLAS", or "unknown".
+// LibTorch's BLAS as its build names it: "mkl 2024.2-Product Build ..., oneDNN 3.13.3", or "unknown".
 std::string blas_description();
-
-// A warning when OPENBLAS_CORETYPE pins OpenBLAS to pre-AVX-512 kernels on an AVX-512 CPU (FP32 GEMM at about
-// half speed: 210 vs 387 GFLOP/s measured on the reference machine, whose environment sets Haswell); "" if not.
-std::string blas_core_warning();
 
 // The malloc in use: "tcmalloc (PATH), release rate 0" when it replaced glibc's (the build links it when
 // installed), else "glibc malloc".

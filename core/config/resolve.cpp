@@ -28,8 +28,9 @@ MixedChoice choose_mixed(const std::string& device, const HardwareFacts& hardwar
     return {"mixed_fp16", "CUDA compute capability " + capability + " (< 8.0) has FP16 Tensor Cores only"};
   }
   if (hardware.cpu_native_bf16) return {"mixed_bf16", "this CPU has AVX512-BF16/AMX"};
-  return {"", "this CPU has no native BF16 (AVX512-BF16/AMX) and FP16 needs CUDA; use fp32, or mixed_bf16 to "
-              "accept emulated BF16"};
+  // FP16 needs CUDA; BF16 without native instructions still trains with BF16's numerics, only not faster.
+  return {"mixed_bf16", "this CPU has no native BF16 (AVX512-BF16/AMX): BF16 is emulated, with BF16's numerics "
+                        "but slower than fp32 here"};
 }
 
 void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
@@ -55,8 +56,7 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
   std::string mode = spec.get_string("precision.mode");
   if (mode == "mixed") {
     const MixedChoice choice = choose_mixed(device, hardware);
-    if (choice.mode.empty()) problems.push_back(at(spec, "precision.mode") + " = mixed, but " + choice.reason);
-    else spec.set("precision.mode", YAML::Node(choice.mode), "mixed: " + choice.reason);
+    spec.set("precision.mode", YAML::Node(choice.mode), "mixed: " + choice.reason);
     mode = choice.mode;
   } else if (mode == "mixed_fp16" && device != "cuda") {
     problems.push_back(at(spec, "precision.mode") +
@@ -139,7 +139,12 @@ void resolve_spec(Spec& spec, const HardwareFacts& hardware) {
   }
   if (const std::string init = spec.get_string("model.init_from"); !init.empty() && !std::filesystem::is_regular_file(init))
     problems.push_back(at(spec, "model.init_from") + " = " + init + ": no such file");
-  const bool bert = spec.get_string("model.name").rfind("bert-", 0) == 0;
+  const bool bert = spec.get_string("model.name").rfind("bert", 0) == 0;
+  if (const std::string hf = spec.get_string("model.hf_config"); !hf.empty() && !std::filesystem::exists(hf))
+    problems.push_back(at(spec, "model.hf_config") + " = " + hf + ": no such file or folder");
+  if (spec.get_string("model.name") == "bert" && spec.get_string("model.hf_config").empty())
+    problems.push_back(at(spec, "model.name") + " = bert: takes its architecture from model.hf_config (a Hugging "
+                       "Face config.json); set it, or name a preset (bert-tiny|mini|small|medium|base|large)");
   if (bert != text)
     problems.push_back(at(spec, "model.name") + " = " + spec.get_string("model.name") + ": " +
                        (bert ? "BERT reads token sequences; expected data.name: text_corpus or text_classification"

@@ -18,7 +18,7 @@ struct HardwareFacts {
 
 HardwareFacts probe_hardware();
 
-// What precision.mode "mixed" becomes on `device` ("cpu" or "cuda"), and why; mode is "" when nothing fits.
+// What precision.mode "mixed" becomes on `device` ("cpu" or "cuda"): mixed_bf16 or mixed_fp16, and why.
 struct MixedChoice {
   std::string mode;
   std::string reason;

@@ -40,9 +40,13 @@ std::vector<KeySpec> build_schema() {
 
       choice("model.name", "mlp",
              {"mlp", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "bert-tiny", "bert-mini",
-              "bert-small", "bert-medium", "bert-base", "bert-large"},
+              "bert-small", "bert-medium", "bert-base", "bert-large", "bert"},
              "Model from the registry (ResNets follow torchvision's v1.5 architecture and names, BERTs Hugging "
-             "Face's)."),
+             "Face's); `bert` takes its architecture from model.hf_config."),
+      integer("model.heads", "0", 0, 1024, "BERT presets: attention heads; 0 = hidden size / 64 (Google's sizes)."),
+      text("model.hf_config", "\"\"",
+           "BERT: a Hugging Face config.json (or its folder) whose architecture model.name: bert builds, e.g. "
+           "data/all-MiniLM-L6-v2 (scripts/setup.sh links the packaged all-MiniLM-L6-v2 there)."),
       choice("model.head", "mlm", {"mlm", "classification"},
              "BERT: masked-LM pre-training (decoder tied to the word embeddings) or sequence classification."),
       list("model.hidden_sizes", KeyType::kIntList, "[512]", 1, "MLP hidden layer widths, input to output."),

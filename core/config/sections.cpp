@@ -19,6 +19,8 @@ ExperimentConfig read_sections(const Spec& spec) {
   c.model.bert_head = spec.get_string("model.head");
   c.model.init_from = spec.get_string("model.init_from");
   c.model.bert_dropout = spec.get_float("model.dropout");
+  c.model.bert_heads = spec.get_int("model.heads");
+  c.model.hf_config = spec.get_string("model.hf_config");
 
   c.data.name = spec.get_string("data.name");
   c.data.root = spec.get_string("data.root");

@@ -2,15 +2,8 @@
 // by peer", "Timed out waiting ..."); each is turned into one mpt::Error saying which collective failed.
 #include "core/dist/process_group.h"
 
-#include "core/precision/compat.h"  // first: MPT_TORCH_AT_LEAST picks the c10d header below
-
-// The collective interface itself, needed also when no backend is built in: c10d::Backend, Work and the
-// options live in Backend.hpp from 2.0, in ProcessGroup.hpp in 1.13.
-#if MPT_TORCH_AT_LEAST(2, 0)
+// The collective interface itself, needed also when no backend is built in.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-#else
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#endif
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef MPT_WITH_GLOO
@@ -30,7 +23,7 @@ namespace mpt::dist {
 
 struct Group::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<compat::CollectiveBackend> group;
+  c10::intrusive_ptr<c10d::Backend> group;
   std::chrono::milliseconds timeout{0};
   int rank = 0;
 };

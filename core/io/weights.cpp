@@ -141,12 +141,6 @@ NamedTensorList decode_safetensors(const std::string& bytes, const std::string& 
   return tensors;
 }
 
-std::vector<char> encode_torch(const NamedTensorList& tensors) {
-  c10::Dict<std::string, torch::Tensor> dict;
-  for (const auto& [name, tensor] : tensors) dict.insert(name, tensor.detach().cpu().contiguous());
-  return torch::pickle_save(c10::IValue(dict));
-}
-
 NamedTensorList read_weights(const std::string& path) {
   const std::string bytes = read_file(path);
   if (bytes.rfind("MPTCKPT\n", 0) == 0) return read_checkpoint_weights(path);
@@ -159,8 +153,7 @@ void write_weights(const std::string& path, const NamedTensorList& tensors, cons
   if (format == "safetensors") {
     write_file_atomically(path, encode_safetensors(tensors, {{"format", "pt"}}));  // "pt": what HF's loaders expect
   } else if (format == "torch") {
-    const std::vector<char> bytes = encode_torch(tensors);
-    write_file_atomically(path, std::string(bytes.begin(), bytes.end()));
+    write_file_atomically(path, encode_torch_state_dict(tensors));
   } else {
     throw UsageError("--format " + format + ": expected safetensors or torch");
   }

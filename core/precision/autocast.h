@@ -2,9 +2,14 @@
 // region the policy keeps in FP32 (the output layer, norms). Both restore the previous state on exit.
 #pragma once
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 namespace mpt::precision {
+
+// The autocast state of `device`: whether it is on, and the dtype it computes in.
+inline bool autocast_enabled(torch::DeviceType device) { return at::autocast::is_autocast_enabled(device); }
+inline torch::ScalarType autocast_dtype(torch::DeviceType device) { return at::autocast::get_autocast_dtype(device); }
 
 class AutocastScope {
  public:

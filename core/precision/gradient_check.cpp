@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "core/common/bf16_bits.h"
-#include "core/precision/compat.h"
 
 namespace mpt::precision {
 namespace {
@@ -118,7 +117,7 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& grads, double max
   std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
   for (auto& norm : norms) norm = norm.to(torch::kFloat);  // BF16 gradients' norms join the FP32 ones
   const torch::Tensor total = norms.size() == 1 ? norms.front() : torch::stack(norms).norm(2);
-  compat::foreach_mul_(grads, torch::clamp_max(max_norm / (total + 1e-6), 1.0));
+  at::_foreach_mul_(grads, torch::clamp_max(max_norm / (total + 1e-6), 1.0));
   return total;
 }
 

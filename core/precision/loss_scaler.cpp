@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/common/error.h"
-#include "core/precision/compat.h"
 
 namespace mpt::precision {
 
@@ -28,7 +27,8 @@ torch::Tensor LossScaler::unscale_and_flag(const std::vector<torch::Tensor>& gra
   if (grads.empty()) return torch::zeros({1});
   const double inverse = 1.0 / state_.scale;
   const auto device = grads.front().device();
-  if (compat::has_fused_amp_kernels(device.type())) {
+  // The fused kernel on CUDA; on the CPU the portable path below (one host read, the same decision).
+  if (device.is_cuda()) {
     auto found = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device));
     auto inv = torch::full({1}, inverse, torch::TensorOptions().dtype(torch::kFloat).device(device));
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);

@@ -68,7 +68,7 @@ TEST_CASE("equal runs within the accuracy bar PASS and report the speed-up", "[f
   CHECK(c.a.roughness == Approx(c.b.roughness));
 }
 
-TEST_CASE("an accuracy drop beyond the bar FAILs with exit code 3; a gain beyond it is only noted", "[fast][compare]") {
+TEST_CASE("an accuracy drop beyond the bar FAILs with exit code 3, and a gain beyond it is only noted", "[fast][compare]") {
   Comparison drop = compare_runs({synthetic_run("fp32", 0.90, 1)}, {synthetic_run("mixed", 0.89, 1)}, {});
   CHECK(drop.verdict == Verdict::kFail);
   CHECK(verdict_exit_code(drop.verdict) == 3);
@@ -109,7 +109,7 @@ TEST_CASE("a rough loss curve, a plateau above the target, or an overflow storm 
   CHECK(mentions(c.notes, "precision.fp32_modules"));
 }
 
-TEST_CASE("a diverged candidate FAILs; a baseline that did not finish is a failed run", "[fast][compare]") {
+TEST_CASE("a diverged candidate FAILs, and a baseline that did not finish is a failed run", "[fast][compare]") {
   RunRecord diverged = synthetic_run("mixed", 0.1, 1);
   diverged.status = "diverged";
   diverged.diagnosis = "loss scale collapsed to the floor";

@@ -70,7 +70,7 @@ TEST_CASE("crops and flips are the padded image's windows, mirrored where drawn"
   CHECK_FALSE(many.all().item<bool>());
 }
 
-TEST_CASE("pixels are gathered as they are; bad indices and statistics are named", "[fast][data]") {
+TEST_CASE("pixels are gathered as they are, and bad indices and statistics are named", "[fast][data]") {
   Dataset dataset = random_images(10, 3, 4);
   const torch::Tensor indices = torch::tensor(std::vector<int64_t>{7, 0, 7, 3});
   CHECK(torch::equal(gather_pixels(dataset.images, indices, /*pinned=*/false), dataset.images.index_select(0, indices)));

@@ -77,7 +77,7 @@ void write_cifar(const std::string& path, int records, uint8_t label_of_first) {
 
 }  // namespace
 
-TEST_CASE("CIFAR-10 records: label byte then R, G, B planes; malformed files name the offset", "[fast][data]") {
+TEST_CASE("CIFAR-10 records: label byte then R, G, B planes, and malformed files name the offset", "[fast][data]") {
   const std::string root = mpt::testing::scratch_dir("cifar");
   for (int i = 1; i <= 5; ++i) write_cifar(root + "/data_batch_" + std::to_string(i) + ".bin", 4, 3);
   write_cifar(root + "/test_batch.bin", 3, 7);
@@ -100,7 +100,7 @@ TEST_CASE("CIFAR-10 records: label byte then R, G, B planes; malformed files nam
   CHECK_THROWS_WITH(load_cifar10(config, "test", 0), Catch::Contains("3000 bytes is not a whole number of 3,073-byte records"));
 }
 
-TEST_CASE("JPEG and PNG decode to RGB (3, H, W); anything else names the file", "[fast][data]") {
+TEST_CASE("JPEG and PNG decode to RGB (3, H, W), and anything else names the file", "[fast][data]") {
   const std::string dir = mpt::testing::scratch_dir("decode");
   write_png(dir + "/a.png", 20, 10, 77);
   const torch::Tensor png = decode_image(dir + "/a.png");

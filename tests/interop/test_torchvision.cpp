@@ -1,5 +1,6 @@
-// Weights move both ways between mpt and torchvision (Debian's python3-torchvision): a torchvision resnet50 state
-// dict saved by Python loads into mpt's resnet50 and gives the same logits; mpt's files load into torchvision.
+// Weights move both ways between mpt and the real torch/torchvision/safetensors: a torchvision resnet50 state dict
+// (torch.save, and safetensors' save_file) loads into mpt's resnet50 and gives the same logits; mpt's exports load
+// into torchvision with torch.load(weights_only=True) or safetensors' load_file and load_state_dict(strict=True).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -12,13 +13,11 @@ using namespace mpt;
 
 namespace {
 
-bool torchvision_available() {
-  return std::system("/usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1") == 0;
-}
-
 int python(const std::string& args) {
-  const std::string script = testing::source_path("tests/interop/torchvision_reference.py");
-  return std::system(("/usr/bin/python3 " + script + " " + args).c_str());
+  const testing::CommandResult result =
+      testing::run_python(testing::source_path("tests/interop/torchvision_reference.py") + " " + args);
+  UNSCOPED_INFO(result.output);
+  return result.exit_code;
 }
 
 torch::Tensor named(const io::NamedTensorList& tensors, const std::string& name) {
@@ -31,21 +30,21 @@ torch::Tensor named(const io::NamedTensorList& tensors, const std::string& name)
 }  // namespace
 
 TEST_CASE("torchvision resnet50 weights round-trip through mpt with the same logits", "[slow][interop]") {
-  if (!torchvision_available()) {
-    WARN("python3-torchvision is not installed (scripts/setup.sh installs it): interop check skipped");
-    return;
-  }
+  if (const std::string missing = testing::python_missing("torchvision safetensors"); !missing.empty())
+    MPT_SKIP(missing);
   const std::string dir = testing::scratch_dir("torchvision-interop");
   REQUIRE(python("save " + dir) == 0);
 
   models::ModelConfig config;
   config.name = "resnet50";
   models::Model model = models::build_model(config, testing::image_sample(3, 64, 1000), precision::ModulePolicy());
-  const io::NamedTensorList torchvision_weights = io::read_weights(dir + "/torchvision.pt");
-  const io::InitReport report = io::init_from_weights(*model, torchvision_weights, "torchvision.pt");
-  CHECK(report.loaded == 320);  // 161 parameters + 159 buffers, every one matched by name
-  CHECK(report.fresh.empty());
-  CHECK(report.unused.empty());
+  for (const std::string file : {"torchvision.pt", "torchvision.safetensors"}) {
+    const io::NamedTensorList torchvision_weights = io::read_weights(dir + "/" + file);
+    const io::InitReport report = io::init_from_weights(*model, torchvision_weights, file);
+    CHECK(report.loaded == 320);  // 161 parameters + 159 buffers, every one matched by name
+    CHECK(report.fresh.empty());
+    CHECK(report.unused.empty());
+  }
 
   const io::NamedTensorList io_tensors = io::read_weights(dir + "/io.pt");
   model->eval();

@@ -1,37 +1,18 @@
-"""The Python side of mpt's torchvision interop test (tests/interop/test_torchvision.cpp), run with Debian's
-python3-torch 1.13 and python3-torchvision 0.14.
+"""The Python side of mpt's torchvision interop test (tests/interop/test_torchvision.cpp), run with the torch
+environment's torch, torchvision and safetensors.
 
   save DIR         a seeded torchvision resnet50 (BN running stats randomised, eval mode): DIR/torchvision.pt
-                   (its state dict, torch.save) and DIR/io.pt ({"input", "logits"} for a 2 x 3 x 64 x 64 batch)
-  check DIR FILE   loads FILE (written by mpt: torch zip or safetensors) into a fresh resnet50 with strict=True and
-                   prints the largest logit difference from DIR/io.pt; exits 1 above 1e-4
+                   (its state dict, torch.save), DIR/torchvision.safetensors (safetensors' save_file) and DIR/io.pt
+                   ({"input", "logits"} for a 2 x 3 x 64 x 64 batch)
+  check DIR FILE   loads FILE (written by mpt: torch zip or safetensors) with torch.load(weights_only=True) or
+                   safetensors' load_file into a fresh resnet50 with strict=True and prints the largest logit
+                   difference from DIR/io.pt; exits 1 above 1e-4
 """
-import json
-import struct
 import sys
 
+import safetensors.torch
 import torch
 import torchvision
-
-DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
-          "I64": torch.int64, "I32": torch.int32, "U8": torch.uint8}
-
-
-def read_safetensors(path):
-    """A minimal reader written from the format description, independent of mpt's."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
-    body = data[8 + length:]
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        flat = torch.frombuffer(bytearray(body[begin:end]), dtype=DTYPES[info["dtype"]])
-        tensors[name] = flat.reshape(info["shape"])
-    return tensors
 
 
 def main():
@@ -50,14 +31,18 @@ def main():
         with torch.no_grad():
             logits = model(inputs)
         torch.save(model.state_dict(), folder + "/torchvision.pt")
+        safetensors.torch.save_file(model.state_dict(), folder + "/torchvision.safetensors")
         torch.save({"input": inputs, "logits": logits}, folder + "/io.pt")
         return 0
     path = sys.argv[3]
-    state = read_safetensors(path) if path.endswith(".safetensors") else torch.load(path)
+    if path.endswith(".safetensors"):
+        state = safetensors.torch.load_file(path)
+    else:
+        state = torch.load(path, weights_only=True)
     model = torchvision.models.resnet50()
     model.load_state_dict(state, strict=True)
     model.eval()
-    reference = torch.load(folder + "/io.pt")
+    reference = torch.load(folder + "/io.pt", weights_only=True)
     with torch.no_grad():
         logits = model(reference["input"])
     difference = (logits - reference["logits"]).abs().max().item()

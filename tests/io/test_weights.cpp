@@ -40,7 +40,7 @@ std::string with_header(const std::string& json, const std::string& data) {
 
 }  // namespace
 
-TEST_CASE("safetensors: length, 8-byte aligned JSON header, packed data; round trip keeps dtypes", "[fast][io]") {
+TEST_CASE("safetensors: length, 8-byte aligned JSON header, packed data, and round trip keeps dtypes", "[fast][io]") {
   const std::string bytes = encode_safetensors(sample_tensors(), {{"format", "pt"}});
   uint64_t length = 0;
   std::memcpy(&length, bytes.data(), 8);

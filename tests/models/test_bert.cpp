@@ -152,7 +152,7 @@ TEST_CASE("masked-LM: the tied word embeddings get one dense gradient, the same 
         with_dense_lookup[999].abs().sum().item<double>());
 }
 
-TEST_CASE("masked-LM predicts only at targeted positions; classification gives one row per sequence",
+TEST_CASE("masked-LM predicts only at targeted positions, and classification gives one row per sequence",
           "[fast][models]") {
   torch::manual_seed(0);
   Model mlm = bert("bert-tiny", "mlm", 0, 1000);
@@ -191,7 +191,7 @@ TEST_CASE("BERT ignores [PAD] positions: appended padding leaves the other outpu
   CHECK(torch::allclose(short_logits, long_logits, /*rtol=*/1e-4, /*atol=*/1e-5));
 }
 
-TEST_CASE("under BF16 autocast BERT's heads give FP32 logits; without the policy they are BF16", "[fast][models]") {
+TEST_CASE("under BF16 autocast BERT's heads give FP32 logits, and without the policy they are BF16", "[fast][models]") {
   torch::manual_seed(2);
   const torch::Tensor ids = torch::randint(5, 1000, {2, 8}, torch::kLong);
   const torch::Tensor targets = torch::randint(5, 1000, {2, 8}, torch::kLong);

@@ -51,7 +51,7 @@ TEST_CASE("Tensor Cores want multiples of 16 bytes: 8 FP16/BF16 elements, 4 TF32
   CHECK(tensor_core_multiple("fp32", false) == 0);
 }
 
-TEST_CASE("an MLP's misfit widths and batch rows are reported with the sizes to round to; its FP32 head is not",
+TEST_CASE("an MLP's misfit widths and batch rows are reported with the sizes to round to, and its FP32 head is not",
           "[fast][models]") {
   const Model model = mlp({1000, 300});
   const TensorCoreShapes shapes =
@@ -91,7 +91,7 @@ TEST_CASE("aligned shapes pass, and plain FP32 is not checked", "[fast][models]"
         std::vector<std::string>{"hidden.0 out_features 302->304"});
 }
 
-TEST_CASE("ResNet's convolutions fit; its 1- or 3-channel stem is left to cuDNN", "[fast][models]") {
+TEST_CASE("ResNet's convolutions fit, and its 1- or 3-channel stem is left to cuDNN", "[fast][models]") {
   for (int64_t channels : {1, 3}) {
     ModelConfig config;
     config.name = "resnet18";

@@ -98,7 +98,7 @@ TEST_CASE("a night slower or less accurate than the usual nights is a regression
   CHECK(read_jsonl(dir + "/root/history.jsonl").back()["regressions"].size() == 2);
 }
 
-TEST_CASE("one night at a time: a held lock exits 75 naming the holder; of two at once exactly one runs",
+TEST_CASE("one night at a time: a held lock exits 75 naming the holder, and of two at once exactly one runs",
           "[slow][cli][nightly]") {
   const std::string dir = scratch_dir("nightly-lock");
   const std::string root = dir + "/root";
@@ -248,7 +248,7 @@ TEST_CASE("a full disk during a checkpoint or a history append leaves the previo
   CHECK(read_file_text(root + "/history.jsonl") == before);
 }
 
-TEST_CASE("a job over its time budget is stopped with a checkpoint and reported as timeout; the rest run",
+TEST_CASE("a job over its time budget is stopped with a checkpoint and reported as timeout, and the rest run",
           "[slow][cli][nightly]") {
   const std::string dir = scratch_dir("nightly-budget");
   const std::string suite = write_suite(

@@ -21,19 +21,23 @@ std::string shell_quote(const std::string& text) {
   return quoted + "'";
 }
 
-// Runs `prefix mpt ARGS... 2>&1` through the shell and captures its output and exit code.
-CommandResult run_shell_mpt(const std::string& prefix, const std::vector<std::string>& args) {
-  std::string command = prefix + shell_quote(MPT_BINARY);
-  for (const auto& arg : args) command += " " + shell_quote(arg);
-  command += " 2>&1";
+// Runs `command 2>&1` through the shell and captures its output and exit code.
+CommandResult run_shell(const std::string& command) {
   CommandResult result{-1, ""};
-  std::FILE* pipe = popen(command.c_str(), "r");
+  std::FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   if (!pipe) return result;
   char buffer[4096];
   while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+// Runs `prefix mpt ARGS...` through the shell.
+CommandResult run_shell_mpt(const std::string& prefix, const std::vector<std::string>& args) {
+  std::string command = prefix + shell_quote(MPT_BINARY);
+  for (const auto& arg : args) command += " " + shell_quote(arg);
+  return run_shell(command);
 }
 
 }  // namespace
@@ -111,6 +115,23 @@ std::string read_file_text(const std::string& path) {
 }
 
 std::string source_path(const std::string& relative) { return std::string(MPT_SOURCE_DIR) + "/" + relative; }
+
+std::string python() { return MPT_PYTHON; }
+
+CommandResult run_python(const std::string& args) { return run_shell(shell_quote(python()) + " " + args); }
+
+std::string python_missing(const std::string& modules) {
+  std::string imports;
+  for (size_t begin = 0; begin < modules.size();) {
+    size_t end = modules.find(' ', begin);
+    if (end == std::string::npos) end = modules.size();
+    if (end > begin) imports += "import " + modules.substr(begin, end - begin) + "; ";
+    begin = end + 1;
+  }
+  const CommandResult probe = run_python("-c " + shell_quote(imports));
+  if (probe.exit_code == 0) return "";
+  return python() + " cannot import " + modules + " (scripts/test.sh installs scripts/requirements-oracles.txt)";
+}
 
 std::string markup_problem(const std::string& page) {
   static const std::vector<std::string> kVoid = {"meta", "br", "hr", "img", "input", "link"};

@@ -4,10 +4,19 @@
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "core/data/dataset.h"
+
+// Ends the running test as *skipped*: ctest matches the line (SKIP_REGULAR_EXPRESSION, tests/CMakeLists.txt)
+// and reports the test skipped, never passed. For a dependency or a device this machine lacks.
+#define MPT_SKIP(reason)                                             \
+  do {                                                               \
+    std::cout << "MPT-SKIPPED: " << reason << std::endl;             \
+    return;                                                          \
+  } while (0)
 
 namespace mpt::testing {
 
@@ -48,6 +57,14 @@ std::string read_file_text(const std::string& path);
 // or '&'. Returns "" when the page is well formed, else what is wrong and where.
 std::string markup_problem(const std::string& page);
 std::string source_path(const std::string& relative);  // a path inside the source tree
+
+// The Python of the torch environment mpt was built against: its torch, torchvision, transformers, tokenizers,
+// safetensors and tensorboard are the tests' oracles (scripts/test.sh installs them).
+std::string python();
+// Runs `python ARGS` (already shell-quoted as needed); returns its exit status and combined output.
+CommandResult run_python(const std::string& args);
+// "" when `python` imports every module of the space-separated `modules`, else what is missing.
+std::string python_missing(const std::string& modules);
 
 // Runs `body` with `threads` intra-op threads in LibTorch's pool and restores the previous count after, also when
 // the body throws (a failed REQUIRE).

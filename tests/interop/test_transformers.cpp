@@ -1,0 +1,107 @@
+// mpt's BERT against the real transformers: the packaged all-MiniLM-L6-v2 (a pretrained 6-layer, 12-head BERT)
+// loads into mpt from its config.json and model.safetensors and gives transformers' hidden states, in FP32 and
+// under BF16 autocast; a trained mpt BERT exported as a Hugging Face folder loads with from_pretrained and gives
+// mpt's logits.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "core/io/checkpoint.h"
+#include "core/io/weights.h"
+#include "core/precision/autocast.h"
+#include "models/hf_config.h"
+#include "models/registry.h"
+#include "tests/support/helpers.h"
+
+using namespace mpt;
+using testing::source_path;
+
+namespace {
+
+const std::string kMiniLm = source_path("data/all-MiniLM-L6-v2");
+const std::vector<std::string> kDefaultFp32{"*LayerNorm", "cls.predictions", "classifier"};
+
+// Two sequences of real token ids; the second ends in [PAD]s, which both sides mask.
+torch::Tensor sample_ids() {
+  torch::Tensor ids = torch::randint(1000, 20000, {2, 24}, torch::kLong);
+  ids.index_put_({torch::indexing::Slice(), 0}, 101);  // [CLS]
+  ids.index_put_({0, 23}, 102);                        // [SEP]
+  ids.index_put_({1, 15}, 102);
+  ids.index_put_({1, torch::indexing::Slice(16, torch::indexing::None)}, 0);  // [PAD]
+  return ids;
+}
+
+int compare(const std::string& mode, const std::string& model_dir, const io::NamedTensorList& io, double tolerance) {
+  const std::string io_path = testing::scratch_dir("hf-" + mode) + "/io.safetensors";
+  io::write_weights(io_path, io, "safetensors");
+  const testing::CommandResult result = testing::run_python(source_path("tests/interop/hf_reference.py") + " " + mode +
+                                                            " " + model_dir + " " + io_path + " " +
+                                                            std::to_string(tolerance));
+  UNSCOPED_INFO(result.output);
+  return result.exit_code;
+}
+
+}  // namespace
+
+TEST_CASE("all-MiniLM-L6-v2 loads into mpt and gives transformers' hidden states", "[slow][interop]") {
+  if (const std::string missing = testing::python_missing("transformers safetensors"); !missing.empty())
+    MPT_SKIP(missing);
+  REQUIRE(std::filesystem::exists(kMiniLm + "/model.safetensors"));  // scripts/setup.sh links it
+  models::BertConfig config = models::read_hf_bert_config(kMiniLm);
+  CHECK(config.layers == 6);
+  CHECK(config.hidden == 384);
+  CHECK(config.heads == 12);  // not hidden / 64: the head count is the config's
+  config.dropout = 0.0;
+  models::BertModel bert(config, /*with_pooler=*/true, precision::ModulePolicy(kDefaultFp32), "");
+  const io::InitReport report =
+      io::init_from_weights(*bert, io::read_weights(kMiniLm + "/model.safetensors"), "model.safetensors");
+  CHECK(report.fresh.empty());
+  bert->eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  const torch::Tensor ids = sample_ids();
+  const torch::Tensor fp32 = bert->forward(ids);
+  CHECK(compare("hidden", kMiniLm, {{"input_ids", ids}, {"hidden", fp32}}, 1e-4) == 0);
+  torch::Tensor bf16;
+  {
+    precision::AutocastScope autocast(torch::kCPU, torch::kBFloat16);
+    bf16 = bert->forward(ids).to(torch::kFloat);
+  }
+  // BF16 keeps 8 bits of mantissa: six layers of BF16 GEMMs stay within a few percent of the largest state.
+  CHECK(compare("hidden", kMiniLm, {{"input_ids", ids}, {"hidden", bf16}}, 0.05) == 0);
+}
+
+TEST_CASE("an mpt BERT exported as a Hugging Face folder loads with from_pretrained and gives mpt's logits",
+          "[slow][interop]") {
+  if (const std::string missing = testing::python_missing("transformers safetensors"); !missing.empty())
+    MPT_SKIP(missing);
+  const std::string dir = testing::scratch_dir("hf-export");
+  const testing::CommandResult train =
+      testing::run_mpt({"train", source_path("configs/bert_tiny_mlm.yaml"), "train.max_steps=3", "train.epochs=1",
+                        "model.heads=4", "data.batch_size=4", "data.test_limit=8", "--run-dir", dir + "/run"});
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const testing::CommandResult exported =
+      testing::run_mpt({"export", dir + "/run", "--format", "hf", "--out", dir + "/hf"});
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  const nlohmann::json config = testing::read_json(dir + "/hf/config.json");
+  CHECK(config["num_attention_heads"] == 4);
+  CHECK(config["architectures"][0] == "BertForMaskedLM");
+
+  models::ModelConfig model_config;
+  model_config.name = "bert-tiny";
+  model_config.bert_heads = 4;
+  model_config.bert_dropout = 0.0;
+  data::SampleShape shape;
+  shape.seq_len = 24;
+  shape.vocab_size = 30522;
+  shape.masked_fraction = 0.15;
+  models::Model model = models::build_model(model_config, shape, precision::ModulePolicy(kDefaultFp32));
+  io::init_from_weights(*model, io::read_weights(dir + "/hf/model.safetensors"), "model.safetensors");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(1);
+  const torch::Tensor ids = sample_ids();
+  CHECK(compare("mlm", dir + "/hf", {{"input_ids", ids}, {"logits", model->forward(ids)}}, 1e-4) == 0);
+}
