@@ -8,6 +8,7 @@
 #include "app/commands.h"
 #include "core/common/error.h"
 #include "core/common/hardware.h"
+#include "core/common/memory_peak.h"
 #include "core/common/process.h"
 #include "core/config/load.h"
 #include "core/config/resolve.h"
@@ -99,6 +100,8 @@ int run_train(const TrainOptions& options) {
                                    : std::to_string(c.data.batch_size));
 
   const data::SampleShape sample = data::sample_shape(c.data);
+  // Training memory: weights, optimizer state and the steps' activations, not the datasets loaded above.
+  hardware::MemoryPeak memory(device);
   train::TrainingStack stack =
       train::build_training_stack(c, sample, train_loader.batches_per_epoch(), device, group.world_size());
   if (stack.init) logger->info("model.init_from {}: {}", c.model.init_from, io::describe(*stack.init));
@@ -123,6 +126,7 @@ int run_train(const TrainOptions& options) {
                          train::RunSinks{metrics, events, logger, checkpoints ? &*checkpoints : nullptr, progress,
                                          tensorboard},
                          &group);
+  trainer.attach_memory(&memory);
   if (plan.resume_from) trainer.resume(*plan.resume_from);
   if (trainer.step() >= c.train.total_steps && std::filesystem::exists(run_dir + "/summary.json")) {
     // Re-running a finished spec must not replace its summary with an empty one: report and keep it.
@@ -149,7 +153,7 @@ int run_train(const TrainOptions& options) {
   context.total_steps = c.train.total_steps;
   context.world_size = group.world_size();
   context.distributed_backend = group.distributed() ? group.backend() : "";
-  context.peak_memory_bytes = hardware::peak_rss_bytes();
+  context.peak_memory_bytes = memory.bytes();
   context.wall_time_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const nlohmann::json summary = train::make_summary(result, context);
   if (!result.ranks_agree) logger->error("ranks disagree at the end of training: {}", result.ranks_disagreement);

@@ -13,6 +13,7 @@
 
 #include "core/bench/gemm_peak.h"
 #include "core/common/hardware.h"
+#include "core/common/memory_peak.h"
 #include "core/common/stats.h"
 #include "core/io/log.h"
 #include "core/train/stack.h"
@@ -78,6 +79,7 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
   const int64_t profiled_steps = separate_profile ? std::min<int64_t>(options.steps, 10) : 0;
   const data::SampleShape sample = data::sample_shape(c.data);
   c.max_steps = options.warmup + options.steps + profiled_steps;
+  hardware::MemoryPeak memory(device);  // as mpt train measures it: the stack and its steps, not the data
   train::TrainingStack stack = train::build_training_stack(c, sample, loader.batches_per_epoch(), device);
   const int64_t macs = stack.model->forward_macs(sample);
   if (device.is_cuda())
@@ -118,8 +120,8 @@ BenchResult run_benchmark(config::ExperimentConfig c, const BenchOptions& option
     trainer.attach_profile(nullptr);
   }
   // Before the GEMM probe adds its matrices.
-  result.peak_memory_kind = device.is_cuda() ? "CUDA allocator" : "RSS";
-  result.peak_memory_bytes = device.is_cuda() ? hardware::cuda_peak_allocated_bytes() : hardware::peak_rss_bytes();
+  result.peak_memory_kind = device.is_cuda() ? "CUDA allocator" : "RSS above the baseline";
+  result.peak_memory_bytes = memory.bytes();
 
   const double per_step = 1000.0 / static_cast<double>(std::max<int64_t>(phases.steps, 1));
   result.phases_ms = {phases.data * per_step,   phases.forward * per_step,   phases.backward * per_step,

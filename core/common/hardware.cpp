@@ -113,26 +113,10 @@ int own_loop_threads() {
   return static_cast<int>(std::count(ran.begin(), ran.end(), 1));
 }
 
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
 void configure_cuda_math(bool tf32) {
   at::globalContext().setAllowTF32CuBLAS(tf32);
   at::globalContext().setAllowTF32CuDNN(tf32);
   at::globalContext().setBenchmarkCuDNN(true);
-}
-
-int64_t cuda_peak_allocated_bytes() {
-#ifdef MPT_WITH_CUDA
-  if (!cuda_available()) return 0;
-  // allocated_bytes[0] is the aggregate over small and large pools in every LibTorch version mpt supports.
-  return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak;
-#else
-  return 0;
-#endif
 }
 
 std::string cpu_model() {

@@ -34,16 +34,10 @@ std::string allocator_description();
 // compiled with OpenMP (CMake option MPT_OPENMP); otherwise it is 1 whatever LibTorch's thread count.
 int own_loop_threads();
 
-int64_t peak_rss_bytes();
-
 // CUDA math for a run on the GPU: TF32 in cuBLAS and cuDNN as asked (set both ways, since LibTorch's defaults
 // changed across versions), and cuDNN's benchmark mode, which times the convolution algorithms once per shape
 // and keeps the fastest (a training step repeats the same shapes). Harmless without CUDA.
 void configure_cuda_math(bool tf32);
-
-// The CUDA caching allocator's peak of allocated bytes on device 0 since the process started (what the tensors
-// held, not what the allocator reserved); 0 in a build without CUDA.
-int64_t cuda_peak_allocated_bytes();
 
 std::string cpu_model();           // /proc/cpuinfo "model name"
 int nvidia_driver_major();         // 535 from /proc/driver/nvidia/version; 0 when there is no NVIDIA driver

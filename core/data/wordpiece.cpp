@@ -16,14 +16,16 @@ namespace {
 
 constexpr size_t kMaxWordChars = 100;  // BERT's max_input_chars_per_word
 
-bool is_whitespace(UChar32 c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || u_charType(c) == U_SPACE_SEPARATOR;
-}
+// As Hugging Face tokenizers' BertNormalizer, the implementation users run: Unicode's White_Space property (so
+// the line and paragraph separators U+2028/U+2029 split words, where Google's Python BERT took only Zs) ...
+bool is_whitespace(UChar32 c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || u_isUWhiteSpace(c); }
 
+// ... and Cc, Cf and Co removed; an unassigned code point (to this ICU: a character of a newer Unicode) stays,
+// and becomes [UNK].
 bool is_control(UChar32 c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
-  switch (u_charType(c)) {  // Unicode's C* categories
-    case U_CONTROL_CHAR: case U_FORMAT_CHAR: case U_UNASSIGNED: case U_PRIVATE_USE_CHAR: case U_SURROGATE:
+  switch (u_charType(c)) {
+    case U_CONTROL_CHAR: case U_FORMAT_CHAR: case U_PRIVATE_USE_CHAR: case U_SURROGATE:
       return true;
     default:
       return false;

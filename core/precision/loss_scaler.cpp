@@ -48,6 +48,14 @@ torch::Tensor LossScaler::unscale_and_flag(const std::vector<torch::Tensor>& gra
   return torch::logical_not(torch::isfinite(torch::stack(sums)).all()).to(torch::kFloat).reshape({1});
 }
 
+namespace {
+
+// GradScaler keeps its scale in an FP32 tensor: each product is rounded to FP32, which matters for factors that
+// are not powers of two.
+double as_fp32(double scale) { return static_cast<double>(static_cast<float>(scale)); }
+
+}  // namespace
+
 ScaleUpdate LossScaler::update(bool found_nonfinite) {
   ScaleUpdate result{ScaleChange::kNone, state_.scale, state_.scale};
   if (config_.mode != LossScaleMode::kDynamic) return result;
@@ -57,7 +65,7 @@ ScaleUpdate LossScaler::update(bool found_nonfinite) {
     if (state_.hysteresis_left > 1) {
       --state_.hysteresis_left;  // DeepSpeed: absorbed, but the step is still skipped
     } else {                     // and, as there, hysteresis is re-armed only by the next growth
-      const double lowered = std::max(state_.scale * config_.backoff_factor, config_.min_scale);
+      const double lowered = std::max(as_fp32(state_.scale * config_.backoff_factor), config_.min_scale);
       if (lowered < state_.scale) {
         state_.scale = lowered;
         ++state_.backoffs;
@@ -69,7 +77,7 @@ ScaleUpdate LossScaler::update(bool found_nonfinite) {
     if (++state_.growth_tracker == config_.growth_interval) {
       state_.growth_tracker = 0;
       state_.hysteresis_left = config_.hysteresis;
-      const double grown = std::min(state_.scale * config_.growth_factor, config_.max_scale);
+      const double grown = std::min(as_fp32(state_.scale * config_.growth_factor), config_.max_scale);
       if (std::isfinite(grown) && grown > state_.scale) {  // PyTorch's rule: never grow into Inf
         state_.scale = grown;
         ++state_.growths;

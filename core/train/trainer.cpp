@@ -367,10 +367,15 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
     const bool last = state_.step == config_.total_steps;
     if (state_.step % config_.log_every_steps == 0 || last) log_window(window_seconds), window_seconds = 0.0;
     sinks_.progress.update(progress_line());  // the live line shows the latest logged loss: no extra sync
-    if ((config_.eval_every_steps > 0 && state_.step % config_.eval_every_steps == 0) || last) evaluate_now();
-    if ((config_.checkpoint_every_steps > 0 && state_.step % config_.checkpoint_every_steps == 0) || last)
-      save_checkpoint();
+    const bool evaluate = (config_.eval_every_steps > 0 && state_.step % config_.eval_every_steps == 0) || last;
+    const bool checkpoint =
+        (config_.checkpoint_every_steps > 0 && state_.step % config_.checkpoint_every_steps == 0) || last;
+    if (memory_ && (evaluate || checkpoint)) memory_->pause();
+    if (evaluate) evaluate_now();
+    if (checkpoint) save_checkpoint();
+    if (memory_) memory_->resume();
   }
+  if (memory_) memory_->pause();
   if (!result_.eval && result_.status == "completed") evaluate_now();  // resumed a finished run: still report
   if (result_.status == "interrupted" && state_.step > 0) save_checkpoint();
   if (!epoch_closed_ && epoch_samples_ > 0) {  // no epoch completed: report the partial one

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/memory_peak.h"
 #include "core/data/loader.h"
 #include "core/dist/gradient_averager.h"
 #include "core/dist/process_group.h"
@@ -116,6 +117,8 @@ class Trainer {
   void step_once();
   // Accumulate per-phase times into `phases` (null: stop).
   void attach_profile(StepPhases* phases) { profile_ = phases; }
+  // Paused around evaluations and checkpoint writes, so that it measures the training steps alone.
+  void attach_memory(hardware::MemoryPeak* memory) { memory_ = memory; }
 
  private:
   void log_window(double window_seconds);
@@ -158,6 +161,7 @@ class Trainer {
   int64_t window_predictions_ = 0, epoch_predictions_ = 0;  // samples, or masked tokens under masked-LM
   bool epoch_closed_ = false;
   StepPhases* profile_ = nullptr;
+  hardware::MemoryPeak* memory_ = nullptr;
   dist::Group single_process_;
   dist::Group* group_;
   std::unique_ptr<dist::GradientAverager> averager_;

@@ -50,9 +50,12 @@ TEST_CASE("torchvision resnet50 weights round-trip through mpt with the same log
   model->eval();
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = model->forward(named(io_tensors, "input"));
-  const double difference = (logits - named(io_tensors, "logits")).abs().max().item<double>();
-  INFO("max |logit difference| " << difference);
-  CHECK(difference <= 1e-4);
+  // FP32 through 50 layers whose convolutions both sides sum in their own order: within 1e-4 of the logits' scale.
+  const torch::Tensor reference = named(io_tensors, "logits");
+  const double difference = (logits - reference).abs().max().item<double>();
+  const double scale = std::max(1.0, reference.abs().max().item<double>());
+  INFO("max |logit difference| " << difference << ", max |logit| " << scale);
+  CHECK(difference <= 1e-4 * scale);
 
   io::NamedTensorList exported;
   for (const auto& item : model->named_parameters()) exported.emplace_back(item.key(), item.value());

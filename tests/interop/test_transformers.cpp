@@ -78,7 +78,9 @@ TEST_CASE("an mpt BERT exported as a Hugging Face folder loads with from_pretrai
   const std::string dir = testing::scratch_dir("hf-export");
   const testing::CommandResult train =
       testing::run_mpt({"train", source_path("configs/bert_tiny_mlm.yaml"), "train.max_steps=3", "train.epochs=1",
-                        "model.heads=4", "data.batch_size=4", "data.test_limit=8", "--run-dir", dir + "/run"});
+                        "model.heads=4", "data.batch_size=4", "data.test_limit=8",
+                        "data.root=" + source_path("data/corpus/fortunes"),
+                        "data.vocab=" + source_path("data/bert-base-uncased/vocab.txt"), "--run-dir", dir + "/run"});
   INFO(train.output);
   REQUIRE(train.exit_code == 0);
   const testing::CommandResult exported =
