@@ -9,6 +9,7 @@
 #include "models/avx512.h"
 #include "models/dropout.h"
 #include "models/dropout_mask.h"
+#include "core/common/hand_kernels.h"
 
 namespace mpt::models {
 namespace {
@@ -231,7 +232,7 @@ torch::Tensor masked_scores(const torch::Tensor& products, const torch::Tensor& 
 torch::Tensor attention_probabilities(const torch::Tensor& products, const torch::Tensor& mask_bias, double scale,
                                       double p, bool training, torch::ScalarType dtype) {
 #if MPT_AVX512_KERNELS
-  const bool fusable = avx512::cpu_supported() && fusable_scores(products, mask_bias) && p < 1.0 &&
+  const bool fusable = hand_kernels_enabled() && avx512::cpu_supported() && fusable_scores(products, mask_bias) && p < 1.0 &&
                        products.size(3) % kLanes == 0 && products.size(3) <= kMaxKeys &&
                        (dtype == torch::kFloat || dtype == torch::kBFloat16);
   if (fusable) {

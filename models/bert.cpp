@@ -8,7 +8,6 @@
 #include "core/data/masking.h"
 #include "core/precision/autocast.h"
 #include "models/attention_scores.h"
-#include "models/batched_matmul.h"
 #include "models/dropout.h"
 #include "models/gelu.h"
 #include "models/layer_norm.h"
@@ -192,12 +191,12 @@ Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& 
     // The products run in the compute dtype; scaling, masking and the softmax always in FP32, and the
     // probabilities go back to the compute dtype for the second product, through dropout: one fused pass on CPU
     // (attention_probabilities), five passes and four autograd nodes unfused.
-    const torch::Tensor products = batched_matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
+    const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
     precision::Fp32Scope fp32(x.device().type());
     probs = attention_probabilities(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(head_dim)), dropout_,
                                     is_training(), v.scalar_type());
   }
-  torch::Tensor context = batched_matmul(probs, v);  // (B, h, S, d)
+  torch::Tensor context = torch::matmul(probs, v);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)
   const Hidden attended =
       norm_for_next(attention_norm_runner_, attention_norm_,

@@ -12,6 +12,7 @@
 
 #include "core/common/error.h"
 #include "models/avx512.h"
+#include "core/common/hand_kernels.h"
 
 namespace mpt::models {
 
@@ -248,7 +249,9 @@ bool fusable_activation(const torch::Tensor& t, const torch::Tensor& like) {
 bool can_fuse_batch_norm(const torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x,
                          const torch::Tensor& residual) {
   const auto& o = norm.options;
-  if (!norm.is_training() || !o.affine() || !o.track_running_stats() || !avx512::cpu_supported()) return false;
+  if (!hand_kernels_enabled() || !norm.is_training() || !o.affine() || !o.track_running_stats() ||
+      !avx512::cpu_supported())
+    return false;
   for (const torch::Tensor& t : {norm.weight, norm.bias, norm.running_mean, norm.running_var})
     if (!t.defined() || t.scalar_type() != torch::kFloat || !t.device().is_cpu() || !t.is_contiguous()) return false;
   if (!x.defined() || x.dim() != 4 || !fusable_activation(x, x) || x.size(1) % kLanes != 0 || x.size(1) == 0 ||

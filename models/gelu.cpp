@@ -7,6 +7,7 @@
 
 #include "core/common/bf16_bits.h"
 #include "models/avx512.h"
+#include "core/common/hand_kernels.h"
 
 namespace mpt::models {
 namespace {
@@ -107,7 +108,7 @@ struct GeluFunction : public torch::autograd::Function<GeluFunction> {
 
 torch::Tensor gelu(const torch::Tensor& x) {
 #if MPT_AVX512_KERNELS
-  if (avx512::cpu_supported() && x.device().is_cpu() && bf16::fp32_or_bf16(x) && x.is_contiguous())
+  if (hand_kernels_enabled() && avx512::cpu_supported() && x.device().is_cpu() && bf16::fp32_or_bf16(x) && x.is_contiguous())
     return GeluFunction::apply(x);
 #endif
   return torch::gelu(x);

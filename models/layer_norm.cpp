@@ -8,6 +8,7 @@
 
 #include "core/common/bf16_bits.h"
 #include "models/avx512.h"
+#include "core/common/hand_kernels.h"
 
 namespace mpt::models {
 namespace {
@@ -130,7 +131,7 @@ struct LayerNormNarrowFunction : public torch::autograd::Function<LayerNormNarro
 
 bool fusable(const torch::Tensor& x, const torch::nn::LayerNormImpl& norm, torch::ScalarType compute_dtype) {
   const auto& shape = norm.options.normalized_shape();
-  if (!avx512::cpu_supported() || compute_dtype != torch::kBFloat16 || !norm.options.elementwise_affine()) return false;
+  if (!hand_kernels_enabled() || !avx512::cpu_supported() || compute_dtype != torch::kBFloat16 || !norm.options.elementwise_affine()) return false;
   if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat || !x.is_contiguous() || x.dim() < 2 || x.numel() == 0 ||
       shape.size() != 1 || shape[0] != x.size(-1) || x.size(-1) % kLanes != 0)
     return false;

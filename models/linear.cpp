@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 
 #include "core/precision/autocast.h"
+#include "core/common/hand_kernels.h"
 
 namespace mpt::models {
 namespace {
@@ -60,7 +61,7 @@ bool splits_linear_backward(const torch::Tensor& x, const torch::Tensor& weight)
 #ifdef _OPENMP  // without it at::parallel_for in this file runs the shares one after the other
   const bool fp32_cpu = x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
                         weight.scalar_type() == torch::kFloat && !precision::autocast_enabled(torch::kCPU);
-  return fp32_cpu && x.dim() == 2 && weight.dim() == 2 && at::get_num_threads() > 1 && !at::in_parallel_region() &&
+  return hand_kernels_enabled() && fp32_cpu && x.dim() == 2 && weight.dim() == 2 && at::get_num_threads() > 1 && !at::in_parallel_region() &&
          x.size(0) * x.size(1) * weight.size(0) < kSplitMaxMacs && torch::GradMode::is_enabled();
 #else
   (void)x, (void)weight;

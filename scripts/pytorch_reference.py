@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The training step a user would otherwise write: PyTorch eager, the same model, batch, optimizer and precision
-as `mpt bench`, on synthetic batches of the same shape. On this machine it runs on Debian's python3-torch 1.13
-(CPU); scripts/device_check.sh runs it on a GPU machine's PyTorch 2.x (CUDA).
+as `mpt bench`, on synthetic batches of the same shape. scripts/bench_vs_pytorch.sh runs it with the torch
+environment's torch 2.x (the LibTorch mpt links); scripts/device_check.sh on a GPU machine's PyTorch 2.x (CUDA).
 
 Prints one JSON line: samples/s and step times. Used by scripts/bench_vs_pytorch.sh and scripts/device_check.sh;
 a benchmark, not a test.
@@ -171,15 +171,11 @@ def main():
         batches = [tuple(t.pin_memory() if t is not None else None for t in b) for b in batches]
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
     mixed = dtype is not None
-    params = [p for p in model.parameters()]
-    # On a GPU, FP16 takes the GradScaler a user would write (BF16 needs none); 1.13's GradScaler is CUDA-only, so
-    # the CPU's mixed step scales, unscales and checks by hand as mpt does.
+    # FP16 on a GPU, and the CPU's mixed step (mpt's shipped mixed specs scale BF16's loss too), take the GradScaler
+    # a user writes; BF16 on a GPU needs none.
     scaler = None
-    if cuda and args.precision == "fp16":
-        if hasattr(torch.amp, "GradScaler"):  # PyTorch 2.3 and later
-            scaler = torch.amp.GradScaler("cuda", init_scale=args.loss_scale)
-        else:
-            scaler = torch.cuda.amp.GradScaler(init_scale=args.loss_scale)
+    if mixed and (not cuda or args.precision == "fp16"):
+        scaler = torch.amp.GradScaler(DEVICE, init_scale=args.loss_scale)
 
     def step(i):
         inputs, masked, targets = batches[i % len(batches)]
@@ -200,14 +196,7 @@ def main():
             scaler.step(optimizer)
             scaler.update()
             return
-        if mixed and not cuda:  # the same by hand
-            (loss * args.loss_scale).backward()
-            grads = [p.grad for p in params if p.grad is not None]
-            torch._foreach_mul_(grads, 1.0 / args.loss_scale)
-            if not torch.stack([g.isfinite().all() for g in grads]).all():
-                return
-        else:
-            loss.backward()
+        loss.backward()
         optimizer.step()
 
     def synchronize():

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/common/bf16_bits.h"
+#include "core/common/hand_kernels.h"
 
 namespace mpt::precision {
 namespace {
@@ -98,6 +99,7 @@ double tensor_sum_of_squares(const torch::Tensor& grad) {
 }  // namespace
 
 bool single_pass_applies(const std::vector<torch::Tensor>& grads) {
+  if (!hand_kernels_enabled()) return false;
   for (const auto& grad : grads)
     if (!grad.device().is_cpu() || !bf16::fp32_or_bf16(grad) || grad.is_sparse() ||
         !grad.is_non_overlapping_and_dense())

@@ -19,6 +19,7 @@
 #include "core/common/bf16_bits.h"
 #include "core/train/multi_tensor_step.h"
 #include "core/train/optimizer_state.h"
+#include "core/common/hand_kernels.h"
 
 namespace mpt::train {
 namespace {
@@ -72,6 +73,7 @@ bool fusable(const Target& t) {
 // Whether every parameter with a gradient can take the fused loop; when one cannot, the base class steps them all.
 template <typename Optimizer, typename TargetOf>
 bool every_gradient_fusable(Optimizer& optimizer, const TargetOf& target_of) {
+  if (!hand_kernels_enabled()) return false;
   for (auto& group : optimizer.param_groups())
     for (auto& p : group.params()) {
       const Target target = target_of(p);
