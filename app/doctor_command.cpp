@@ -72,8 +72,10 @@ int run_doctor() {
   fact("allocator", allocator);
   // What training sets (device.threads: 0); the loop probe below runs with it, not with LibTorch's default.
   const int train_threads = hardware::configure_threads(0);
-  fact("threads", "LibTorch default " + std::to_string(default_threads) + "; mpt uses " +
-                      std::to_string(train_threads) + " (device.threads: 0)");
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  fact("threads", "LibTorch default " + std::to_string(default_threads) +
+                      (omp ? std::string(" (OMP_NUM_THREADS=") + omp + ")" : std::string()) + "; mpt uses " +
+                      std::to_string(train_threads) + " (device.threads: 0 = every core; set it to use fewer)");
   const int loop_threads = hardware::own_loop_threads();
   fact("mpt's loops", "on " + std::to_string(loop_threads) + " of those " + std::to_string(train_threads) +
                           " threads (fused optimizers, dropout, gradient check)");
@@ -87,8 +89,6 @@ int run_doctor() {
   if (train_threads > 1 && loop_threads == 1)
     warnings.push_back("mpt was built without OpenMP (MPT_OPENMP=OFF): its own loops run on one thread of " +
                        std::to_string(train_threads));
-  if (cores > 1 && default_threads == 1 && std::getenv("OMP_NUM_THREADS"))
-    warnings.push_back("OMP_NUM_THREADS limits LibTorch to one thread on a " + std::to_string(cores) + "-core machine");
   if (data::find_idx_file("/usr/share/datasets/fashion-mnist", "train-images-idx3-ubyte").empty())
     warnings.push_back("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist): the shipped configs need it");
 

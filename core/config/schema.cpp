@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 namespace mpt::config {
@@ -225,6 +226,17 @@ const KeySpec* find_key(const std::string& key) {
 }
 
 std::string closest_key(const std::string& unknown) {
+  // The names PyTorch, Hugging Face and Keras users bring, too far from mpt's in spelling to be found by distance.
+  static const std::map<std::string, std::string> kForeignNames = {
+      {"learning_rate", "optimizer.lr"},          {"num_epochs", "train.epochs"},
+      {"num_train_epochs", "train.epochs"},       {"max_grad_norm", "train.grad_clip_norm"},
+      {"clip_grad_norm", "train.grad_clip_norm"}, {"gradient_accumulation_steps", "train.grad_accum_steps"},
+      {"accumulate_grad_batches", "train.grad_accum_steps"}, {"num_warmup_steps", "schedule.warmup_steps"},
+      {"lr_scheduler", "schedule.name"},          {"per_device_train_batch_size", "data.batch_size"},
+      {"num_workers", "data.workers"},            {"amp", "precision.mode"},
+      {"fp16", "precision.mode"},                 {"bf16", "precision.mode"},
+      {"init_scale", "precision.loss_scale.init"}};
+  if (auto it = kForeignNames.find(last_segment(unknown)); it != kForeignNames.end()) return it->second;
   std::string best;
   size_t best_distance = std::string::npos;
   for (const auto& spec : schema()) {

@@ -42,6 +42,20 @@ TEST_CASE("a right key under the wrong section is pointed at the right one", "[f
   CHECK_THAT(error_of("train:\n  lr: 0.01\n"), Catch::Contains("did you mean 'optimizer.lr'?"));
 }
 
+TEST_CASE("the names PyTorch and Hugging Face users bring point at mpt's keys", "[fast][config]") {
+  CHECK_THAT(error_of("optimizer:\n  learning_rate: 0.01\n"), Catch::Contains("did you mean 'optimizer.lr'?"));
+  CHECK_THAT(error_of("train:\n  num_epochs: 3\n"), Catch::Contains("did you mean 'train.epochs'?"));
+  CHECK_THAT(error_of("train:\n  max_grad_norm: 1.0\n"), Catch::Contains("did you mean 'train.grad_clip_norm'?"));
+  for (const char* name : {"learning_rate", "num_epochs", "num_train_epochs", "max_grad_norm", "clip_grad_norm",
+                           "gradient_accumulation_steps", "accumulate_grad_batches", "num_warmup_steps",
+                           "lr_scheduler", "per_device_train_batch_size", "num_workers", "amp", "fp16", "bf16",
+                           "init_scale"}) {
+    const std::string suggestion = mpt::config::closest_key(std::string("x.") + name);
+    INFO(name << " -> " << suggestion);
+    CHECK(mpt::config::find_key(suggestion) != nullptr);  // every alias names a real key
+  }
+}
+
 TEST_CASE("wrong types and out-of-range values say what is allowed", "[fast][config]") {
   std::string message = error_of(
       "train:\n  epochs: many\n  grad_accum_steps: 0\nprecision:\n  mode: half\n  loss_scale:\n"
