@@ -112,24 +112,46 @@ void flatten(const YAML::Node& map, const std::string& prefix, const std::string
   }
 }
 
+// Hydra's override grammar: key=value sets, +key=value adds a key the spec does not set yet, ++key=value adds or
+// sets, ~key (or ~key=value, naming the value it removes) deletes the spec's setting so the default applies.
 void apply_override(const std::string& text, Spec& spec, std::vector<std::string>& problems) {
   const std::string where = "override '" + text + "'";
-  auto equals = text.find('=');
-  if (equals == std::string::npos || equals == 0) {
-    problems.push_back(where + ": expected key=value, e.g. optimizer.lr=3e-4");
+  const bool remove = text.rfind('~', 0) == 0;
+  const bool add_or_set = text.rfind("++", 0) == 0;
+  const bool add = !add_or_set && text.rfind('+', 0) == 0;
+  const std::string body = text.substr(remove || add ? 1 : add_or_set ? 2 : 0);
+  const auto equals = body.find('=');
+  if (equals == 0 || (equals == std::string::npos && !remove)) {
+    problems.push_back(where + ": expected key=value (+key=value adds, ++key=value adds or sets, ~key deletes), "
+                       "e.g. optimizer.lr=3e-4");
     return;
   }
-  const std::string key = text.substr(0, equals);
+  const std::string key = body.substr(0, equals);
   const KeySpec* key_spec = find_key(key);
   if (!key_spec) {
     problems.push_back(unknown_key_message(where, key));
     return;
   }
   YAML::Node value;
-  try {
-    value = YAML::Load(text.substr(equals + 1));
-  } catch (const YAML::Exception& e) {
-    problems.push_back(where + ": the value is not valid YAML: " + e.msg);
+  if (equals != std::string::npos) {
+    try {
+      value = YAML::Load(body.substr(equals + 1));
+    } catch (const YAML::Exception& e) {
+      problems.push_back(where + ": the value is not valid YAML: " + e.msg);
+      return;
+    }
+  }
+  if (remove) {
+    if (!spec.has(key)) problems.push_back(where + ": " + key + " is not set in the spec; nothing to delete");
+    else if (equals != std::string::npos && spec.value_text(key) != yaml_inline(value))
+      problems.push_back(where + ": " + key + " is " + spec.value_text(key) + " (" + spec.origin(key) + "), not " +
+                         yaml_inline(value));
+    else spec.erase(key);
+    return;
+  }
+  if (add && spec.has(key)) {
+    problems.push_back(where + ": " + key + " is already set (" + spec.origin(key) + "); use ++" + body +
+                       " to override it");
     return;
   }
   std::string problem = check_value(*key_spec, value);

@@ -32,6 +32,7 @@ class Spec {
   // Sets a schema key (resolution writes "mixed" -> "mixed_bf16" here); the origin says why.
   void set(const std::string& key, const YAML::Node& node, const std::string& origin);
   bool has(const std::string& key) const { return values_.count(key) > 0; }
+  void erase(const std::string& key) { values_.erase(key); }  // back to the default when defaults are filled
   const std::string& origin(const std::string& key) const;
   const std::string& source_path() const { return source_path_; }
 

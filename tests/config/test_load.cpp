@@ -96,6 +96,25 @@ TEST_CASE("overrides set typed values and are checked like the file", "[fast][co
   CHECK_THAT(message, Catch::Contains("override 'nonsense': expected key=value"));
 }
 
+TEST_CASE("Hydra's +key, ++key and ~key overrides add, add-or-set and delete", "[fast][config]") {
+  const std::string file = "optimizer:\n  lr: 0.01\n";
+  auto spec = parse_spec(file, "exp.yaml", {"+train.epochs=2", "++optimizer.lr=0.5", "++train.max_steps=7"});
+  CHECK(spec.get_int("train.epochs") == 2);
+  CHECK(spec.get_float("optimizer.lr") == 0.5);
+  CHECK(spec.get_int("train.max_steps") == 7);
+  auto deleted = parse_spec(file, "exp.yaml", {"~optimizer.lr"});
+  CHECK(deleted.get_float("optimizer.lr") == 0.001);  // the schema's default
+  CHECK(deleted.origin("optimizer.lr") == "default");
+  CHECK(parse_spec(file, "exp.yaml", {"~optimizer.lr=0.01"}).origin("optimizer.lr") == "default");
+
+  const std::string message = error_of(file, {"+optimizer.lr=0.1", "~train.epochs", "~optimizer.lr=0.2", "+nope=1"});
+  CHECK_THAT(message, Catch::Contains("4 errors"));
+  CHECK_THAT(message, Catch::Contains("optimizer.lr is already set (exp.yaml:2); use ++optimizer.lr=0.1"));
+  CHECK_THAT(message, Catch::Contains("train.epochs is not set in the spec; nothing to delete"));
+  CHECK_THAT(message, Catch::Contains("optimizer.lr is 0.01 (exp.yaml:2), not 0.2"));
+  CHECK_THAT(message, Catch::Contains("unknown key 'nope'"));
+}
+
 TEST_CASE("the resolved spec round-trips through its YAML", "[fast][config]") {
   auto spec = parse_spec("model:\n  hidden_sizes: [256, 128]\nexperiment:\n  name: \"\"\n", "exp.yaml",
                          {"optimizer.lr=0.0003", "precision.fp32_modules=[head, 'hidden.*']"});
