@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,10 +45,19 @@ std::string format_duration(double seconds) {
 }
 
 std::string format_progress(const ProgressLine& p) {
+  // A value not measured yet shows as "-", never as a zero that reads like a measurement.
+  auto or_dash = [](bool known, const char* format, double value) {
+    if (!known) return std::string("-");
+    char text[32];
+    std::snprintf(text, sizeof(text), format, value);
+    return std::string(text);
+  };
   char text[256];
-  std::snprintf(text, sizeof(text), "step %lld/%lld  loss %.4f  scale %g  lr %.3g  %.0f samples/s  eta %s",
-                static_cast<long long>(p.step), static_cast<long long>(p.total_steps), p.loss, p.loss_scale, p.lr,
-                p.samples_per_sec, format_duration(p.eta_sec).c_str());
+  std::snprintf(text, sizeof(text), "step %lld/%lld  loss %s  scale %g  lr %.3g  %s samples/s  eta %s",
+                static_cast<long long>(p.step), static_cast<long long>(p.total_steps),
+                or_dash(std::isfinite(p.loss), "%.4f", p.loss).c_str(), p.loss_scale, p.lr,
+                or_dash(p.samples_per_sec > 0, "%.0f", p.samples_per_sec).c_str(),
+                p.samples_per_sec > 0 || p.step == p.total_steps ? format_duration(p.eta_sec).c_str() : "-");
   return text;
 }
 

@@ -248,7 +248,8 @@ void Trainer::close_epoch_if_done(int64_t epoch_before) {
   epoch_closed_ = true;
 }
 
-void Trainer::log_window(double window_seconds) {
+void Trainer::log_window() {
+  const double window_seconds = window_seconds_;
   sum_across_ranks({window_loss_, window_correct_}, window_predictions_, window_samples_);
   const double loss = window_loss_.item<double>() / window_predictions_;
   nlohmann::json line = {{"kind", "train"},
@@ -271,11 +272,18 @@ void Trainer::log_window(double window_seconds) {
   if (!sinks_.progress.live() || state_.step == config_.total_steps)
     sinks_.logger->info("{}", io::format_progress(progress_line()));
   window_loss_.zero_(), window_correct_.zero_(), window_steps_ = 0, window_samples_ = 0, window_predictions_ = 0;
+  window_seconds_ = 0.0;
 }
 
 io::ProgressLine Trainer::progress_line() const {
-  return {state_.step,      config_.total_steps, last_loss_, scaler_.scale(), current_lr_,
-          samples_per_sec_, seconds_per_step_ * static_cast<double>(config_.total_steps - state_.step)};
+  // Between log lines the rate comes from the steps since the last one (host clock only: no device sync), so the
+  // live line moves from the first step instead of showing zeros until the first log point.
+  const bool live = window_steps_ > 0 && window_seconds_ > 0.0;
+  const double per_step = live ? window_seconds_ / static_cast<double>(window_steps_) : seconds_per_step_;
+  const double rate = live ? static_cast<double>(window_samples_ * group_->world_size()) / window_seconds_
+                           : samples_per_sec_;
+  return {state_.step, config_.total_steps, last_loss_, scaler_.scale(), current_lr_, rate,
+          per_step * static_cast<double>(config_.total_steps - state_.step)};
 }
 
 void Trainer::evaluate_now() {
@@ -332,7 +340,6 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
     if (master_weights_) master_weights_->masters_to_model();
   }
   std::vector<double> step_seconds;
-  double window_seconds = 0.0;
   while (state_.step < config_.total_steps) {
     const bool rehearsal = config_.stop_after_steps > 0 && state_.step == config_.stop_after_steps;
     // Under data parallelism a stop takes effect where all ranks agreed on it (see step_once).
@@ -352,7 +359,7 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
                               "overflow check; LibTorch's trace names the operation: {}", taking, e.what()));
     }
     step_seconds.push_back(seconds_since(start));
-    window_seconds += step_seconds.back();
+    window_seconds_ += step_seconds.back();
     if (scaler_.collapsed() || consecutive_skips_ >= config_.max_consecutive_skips) {
       result_.status = "diverged";
       result_.diagnosis = fmt::format(
@@ -365,7 +372,7 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
       break;
     }
     const bool last = state_.step == config_.total_steps;
-    if (state_.step % config_.log_every_steps == 0 || last) log_window(window_seconds), window_seconds = 0.0;
+    if (state_.step % config_.log_every_steps == 0 || last) log_window();
     sinks_.progress.update(progress_line());  // the live line shows the latest logged loss: no extra sync
     const bool evaluate = (config_.eval_every_steps > 0 && state_.step % config_.eval_every_steps == 0) || last;
     const bool checkpoint =

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,7 +122,7 @@ class Trainer {
   void attach_memory(hardware::MemoryPeak* memory) { memory_ = memory; }
 
  private:
-  void log_window(double window_seconds);
+  void log_window();
   io::ProgressLine progress_line() const;
   void evaluate_now();
   void save_checkpoint();
@@ -152,7 +153,9 @@ class Trainer {
   io::TrainingState state_;
   TrainResult result_;
   double current_lr_ = 0.0;
-  double last_loss_ = 0.0, samples_per_sec_ = 0.0, seconds_per_step_ = 0.0;  // as of the last log line
+  // As of the last log line; the loss is NaN until the first (the live line shows "-").
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN(), samples_per_sec_ = 0.0, seconds_per_step_ = 0.0;
+  double window_seconds_ = 0.0;  // step time since the last log line: the live line's rate and ETA
   torch::Tensor last_grad_norm_;  // of the last applied step, before clipping; on the device, read when logging
   int64_t consecutive_skips_ = 0;
   // Device-side running sums, read on the host only when logging or at epoch ends.
