@@ -1,5 +1,5 @@
-// Hardware probes. OpenBLAS is reached through dlsym so mpt links against whichever BLAS Debian's
-// alternatives select (or the OpenMP build the binary's RPATH prefers), names it, and steers its threads.
+// Hardware probes: CPU features, CUDA devices, threads, the BLAS LibTorch names in its build line, and the
+// allocator (tcmalloc is reached through dlsym, as the binary may run without it).
 #include "core/common/hardware.h"
 
 #include <dlfcn.h>

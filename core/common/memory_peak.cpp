@@ -66,7 +66,7 @@ void MemoryPeak::resume() {
   paused_ = false;
 }
 
-int64_t MemoryPeak::bytes() {
+int64_t MemoryPeak::bytes() const {
   const int64_t peak = paused_ ? kept_ : std::max(kept_, current_peak());
   return std::max<int64_t>(0, peak - baseline_);
 }

@@ -16,7 +16,7 @@ class MemoryPeak {
   // ... and forgets the peak of what ran while paused.
   void resume();
   // The kept peak above the baseline, the part since the last resume included.
-  int64_t bytes();
+  int64_t bytes() const;
 
  private:
   int64_t current_peak() const;  // the allocator's peak, or VmHWM
