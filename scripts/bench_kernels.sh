@@ -4,6 +4,8 @@
 # alike. A kernel stays only where its step is at least 5% faster than LibTorch's.
 #
 #   scripts/bench_kernels.sh [ROUNDS] [CASE ...]     # default 3 rounds of every case
+#   MPT_BASELINE=/path/to/older/mpt scripts/bench_kernels.sh ...
+#       the same cases, this build against another mpt binary (a change's before and after), hand kernels on in both
 #
 # Cases: mlp-fp32 mlp-bf16 (the split linear backward, fused Adam, the one-pass gradient norm), bert-tiny-fp32,
 # bert-tiny-bf16 (on AVX-512 machines also attention, GELU, LayerNorm-and-cast), resnet18-bf16 (on AVX-512
@@ -12,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 mpt=./build/mpt
+baseline=${MPT_BASELINE:-}
 rounds=3
 if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then rounds=$1; shift; fi
 cases=("$@")
@@ -34,18 +37,22 @@ args_of() {  # case -> spec and overrides
 rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])'; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
-echo "hand kernels vs LibTorch's ops, $rounds interleaved rounds ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
+if [[ -n $baseline ]]; then a_name=this; b_name=baseline; title="$mpt vs $baseline"
+else a_name=hand; b_name=LibTorch; title="hand kernels vs LibTorch's ops"; fi
+echo "$title, $rounds interleaved rounds ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
 for name in "${cases[@]}"; do
   read -r -a args <<<"$(args_of "$name")"
   ratios=()
   for ((r = 0; r < rounds; r++)); do
     for order in $((r % 2)) $(((r + 1) % 2)); do
       if ((order == 0)); then hand=$("$mpt" bench "${args[@]}" --no-peak --json | rate)
+      elif [[ -n $baseline ]]; then portable=$("$baseline" bench "${args[@]}" --no-peak --json | rate)
       else portable=$(MPT_PORTABLE_KERNELS=1 "$mpt" bench "${args[@]}" --no-peak --json | rate); fi
     done
     ratios+=("$(python3 -c "print($hand / $portable)")")
-    printf '  %-16s round %d: hand %10.1f samples/s, LibTorch %10.1f samples/s\n' "$name" "$r" "$hand" "$portable"
+    printf '  %-16s round %d: %s %10.1f samples/s, %s %10.1f samples/s\n' "$name" "$r" "$a_name" "$hand" "$b_name" \
+      "$portable"
   done
-  printf '%-16s hand / LibTorch: median %.3fx (rounds %s)\n' "$name" "$(printf '%s\n' "${ratios[@]}" | median)" \
+  printf '%-16s %s / %s: median %.3fx (rounds %s)\n' "$name" "$a_name" "$b_name" "$(printf '%s\n' "${ratios[@]}" | median)" \
     "$(printf '%s ' "${ratios[@]}")"
 done

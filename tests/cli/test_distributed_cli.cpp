@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "core/io/checkpoint.h"
+#include "io/checkpoint.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::testing;

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/common/hardware.h"
+#include "device/hardware.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::testing;
@@ -77,7 +77,7 @@ TEST_CASE("a mixed run with injected overflows backs off, skips, and does not ad
 }
 
 TEST_CASE("master_weights trains, skips an overflow in a BF16 gradient and names its layer", "[fast][cli]") {
-  // On one CPU process this strategy steps in one pass over the model's BF16 gradients (train::step_masters):
+  // On one CPU process this strategy steps in one pass over the model's BF16 gradients (ops::step_masters):
   // the overflow check, the culprit search and the injection all work on those gradients.
   const std::string dir = scratch_dir("cli-master-weights");
   CommandResult run = run_mpt({"train", kMixed, "precision.strategy=master_weights", "train.max_steps=300",

@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "core/compare/comparison.h"
-#include "core/compare/report.h"
 #include "tests/support/helpers.h"
+#include "tools/compare/comparison.h"
+#include "tools/compare/report.h"
 
 using namespace mpt::compare;
 

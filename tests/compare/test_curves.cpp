@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "core/compare/curves.h"
+#include "tools/compare/curves.h"
 
 using namespace mpt::compare;
 

@@ -1,9 +1,9 @@
 // Spec loading: every error class is reported with file:line, key, value and what is allowed, all at once.
 #include <catch2/catch.hpp>
 
-#include "core/common/error.h"
-#include "core/config/load.h"
-#include "core/config/schema.h"
+#include "common/error.h"
+#include "config/load.h"
+#include "config/schema.h"
 
 using mpt::config::parse_spec;
 

@@ -4,9 +4,9 @@
 
 #include <fstream>
 
-#include "core/common/error.h"
-#include "core/data/dataset.h"
-#include "core/data/idx.h"
+#include "common/error.h"
+#include "data/dataset.h"
+#include "data/idx.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::data;

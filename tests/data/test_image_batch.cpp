@@ -1,8 +1,8 @@
 // Image batches finished on the device (a GPU's path, run here on the CPU) must be the batches the host makes.
 #include <catch2/catch.hpp>
 
-#include "core/data/image_batch.h"
-#include "core/data/loader.h"
+#include "data/image_batch.h"
+#include "data/loader.h"
 
 using namespace mpt::data;
 

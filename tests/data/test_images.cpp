@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/data/image_decode.h"
-#include "core/data/image_folder.h"
-#include "core/data/loader.h"
+#include "data/image_decode.h"
+#include "data/image_folder.h"
+#include "data/loader.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::data;

@@ -1,7 +1,7 @@
 // The loader's order depends only on (seed, epoch), so seeking reproduces an uninterrupted run's batches.
 #include <catch2/catch.hpp>
 
-#include "core/data/loader.h"
+#include "data/loader.h"
 
 using namespace mpt::data;
 

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/data/loader.h"
-#include "core/data/masking.h"
-#include "core/data/wordpiece.h"
+#include "data/loader.h"
+#include "data/masking.h"
+#include "data/wordpiece.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::data;

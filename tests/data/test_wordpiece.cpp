@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/data/wordpiece.h"
+#include "data/wordpiece.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::data;

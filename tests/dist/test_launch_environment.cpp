@@ -3,10 +3,10 @@
 
 #include <map>
 
-#include "core/common/error.h"
-#include "core/data/loader.h"
-#include "core/data/dataset.h"
-#include "core/dist/environment.h"
+#include "common/error.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "dist/environment.h"
 
 using mpt::dist::launch_from_environment;
 

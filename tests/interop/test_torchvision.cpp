@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "core/io/weights.h"
+#include "io/weights.h"
 #include "models/registry.h"
 #include "tests/support/helpers.h"
 

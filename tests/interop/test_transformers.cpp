@@ -6,11 +6,11 @@
 
 #include <filesystem>
 
-#include "core/io/checkpoint.h"
-#include "core/io/weights.h"
-#include "core/precision/autocast.h"
+#include "io/checkpoint.h"
+#include "io/weights.h"
 #include "models/hf_config.h"
 #include "models/registry.h"
+#include "precision/autocast.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt;
@@ -94,7 +94,7 @@ TEST_CASE("an mpt BERT exported as a Hugging Face folder loads with from_pretrai
   models::ModelConfig model_config;
   model_config.name = "bert-tiny";
   model_config.bert_heads = 4;
-  model_config.bert_dropout = 0.0;
+  model_config.dropout = 0.0;
   data::SampleShape shape;
   shape.seq_len = 24;
   shape.vocab_size = 30522;

@@ -5,12 +5,14 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "core/common/error.h"
-#include "core/io/checkpoint.h"
-#include "core/io/files.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "io/checkpoint.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::io;
+using mpt::read_file;
+using mpt::write_file_atomically;
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include "core/io/log.h"
+#include "io/log.h"
 
 using mpt::io::format_progress;
 using mpt::io::ProgressLine;

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/io/tensorboard.h"
+#include "io/tensorboard.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::io;

@@ -3,9 +3,9 @@
 
 #include <cstring>
 
-#include "core/common/error.h"
-#include "core/io/files.h"
-#include "core/io/weights.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "io/weights.h"
 #include "models/registry.h"
 #include "tests/support/helpers.h"
 
@@ -67,9 +67,9 @@ TEST_CASE("PyTorch zip files written by mpt read back through mpt's own unpickle
   check_same(read_weights(dir + "/w.pt"), sample_tensors());
   write_weights(dir + "/w.safetensors", sample_tensors(), "safetensors");
   check_same(read_weights(dir + "/w.safetensors"), sample_tensors());
-  mpt::io::write_file_atomically(dir + "/junk.bin", "hello, weights");
+  mpt::write_file_atomically(dir + "/junk.bin", "hello, weights");
   CHECK_THROWS_WITH(read_weights(dir + "/junk.bin"), Catch::Contains("junk.bin: byte 0: not a safetensors file"));
-  mpt::io::write_file_atomically(dir + "/bad.pt", "PK\x03\x04 truncated zip");
+  mpt::write_file_atomically(dir + "/bad.pt", "PK\x03\x04 truncated zip");
   CHECK_THROWS_WITH(read_weights(dir + "/bad.pt"), Catch::Contains("bad.pt: not a PyTorch zip file"));
 }
 

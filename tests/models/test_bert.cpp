@@ -4,8 +4,8 @@
 #include <optional>
 #include <set>
 
-#include "core/precision/autocast.h"
 #include "models/registry.h"
+#include "precision/autocast.h"
 
 using namespace mpt::models;
 
@@ -27,7 +27,7 @@ Model bert(const std::string& name, const std::string& head, int64_t classes, in
   ModelConfig config;
   config.name = name;
   config.bert_head = head;
-  config.bert_dropout = 0.0;
+  config.dropout = 0.0;
   return build_model(config, text_shape(128, vocab, classes), mpt::precision::ModulePolicy(fp32));
 }
 

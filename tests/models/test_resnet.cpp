@@ -1,8 +1,8 @@
 // ResNet: torchvision's exact parameter counts and state-dict names, shapes, and norms in FP32 under BF16.
 #include <catch2/catch.hpp>
 
-#include "core/precision/autocast.h"
 #include "models/registry.h"
+#include "precision/autocast.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::models;
@@ -64,7 +64,7 @@ TEST_CASE("a small-input ResNet-18 on 1-channel 28 px images gives logits, norms
 
 TEST_CASE("batch norm on BF16 activations computes in FP32: the output is FP32 batch norm's, rounded",
           "[fast][models]") {
-  // Mixed-precision ResNets hand BF16 conv outputs to FP32-weighted batch norms (models/resnet.cpp); this pins
+  // Mixed-precision ResNets hand BF16 conv outputs to FP32-weighted batch norms (src/models/resnet.cpp); this pins
   // the LibTorch behaviour that relies on, so a LibTorch whose kernel rounds in between fails here.
   torch::manual_seed(3);
   for (bool channels_last : {false, true}) {

@@ -107,7 +107,7 @@ TEST_CASE("BERT's tied MLM decoder is checked when it leaves the FP32 island: th
           "[fast][models]") {
   ModelConfig config;
   config.name = "bert-tiny";
-  config.bert_dropout = 0.0;
+  config.dropout = 0.0;
   const mpt::data::SampleShape sample = masked_lm_sample(128, 30522);
   const std::vector<std::string> islands{"*LayerNorm", "cls.predictions"};
   const Model model = build_model(config, sample, mpt::precision::ModulePolicy(islands));

@@ -4,11 +4,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/common/error.h"
-#include "core/nightly/history.h"
-#include "core/nightly/night.h"
-#include "core/nightly/suite.h"
+#include "common/error.h"
 #include "tests/support/helpers.h"
+#include "tools/nightly/history.h"
+#include "tools/nightly/night.h"
+#include "tools/nightly/suite.h"
 
 using namespace mpt::nightly;
 using nlohmann::json;

@@ -12,7 +12,7 @@
 #include <future>
 #include <thread>
 
-#include "core/io/checkpoint.h"
+#include "io/checkpoint.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::testing;

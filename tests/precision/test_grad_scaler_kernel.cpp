@@ -5,7 +5,7 @@
 
 #include <torch/cuda.h>
 
-#include "core/precision/loss_scaler.h"
+#include "precision/loss_scaler.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::precision;

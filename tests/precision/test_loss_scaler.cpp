@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include "core/precision/loss_scaler.h"
+#include "precision/loss_scaler.h"
 
 using namespace mpt::precision;
 

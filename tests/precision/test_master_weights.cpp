@@ -2,10 +2,10 @@
 // optimizer updates, and the copies between them.
 #include <catch2/catch.hpp>
 
-#include "core/precision/autocast.h"
-#include "core/precision/master_weights.h"
 #include "models/mlp.h"
 #include "models/registry.h"
+#include "precision/autocast.h"
+#include "precision/master_weights.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::precision;
@@ -79,7 +79,7 @@ TEST_CASE("master_weights keeps FP32 the modules inside an island, so BERT's MLM
 
   mpt::models::ModelConfig config;
   config.name = "bert-tiny";
-  config.bert_dropout = 0.0;
+  config.dropout = 0.0;
   mpt::data::SampleShape sample;
   sample.seq_len = 8;
   sample.vocab_size = 50;

@@ -1,9 +1,9 @@
 // Precision policy: module patterns, and the FP32 island really computing in FP32 under BF16 autocast.
 #include <catch2/catch.hpp>
 
-#include "core/precision/autocast.h"
-#include "core/precision/policy.h"
 #include "models/mlp.h"
+#include "precision/autocast.h"
+#include "precision/policy.h"
 
 using namespace mpt::precision;
 

@@ -49,7 +49,7 @@ CommandResult run_mpt_with_env(const std::string& env_arguments, const std::vect
 }
 
 CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int64_t max_file_kib) {
-  return run_shell_mpt("trap '' XFSZ; ulimit -f " + std::to_string(max_file_kib) + "; exec ", args);
+  return run_shell_mpt("ulimit -f " + std::to_string(max_file_kib) + "; exec ", args);
 }
 
 int start_mpt(const std::vector<std::string>& args, const std::string& log_path) {

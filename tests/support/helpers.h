@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/data/dataset.h"
+#include "data/dataset.h"
 
 // Ends the running test as *skipped*: ctest matches the line (SKIP_REGULAR_EXPRESSION, tests/CMakeLists.txt)
 // and reports the test skipped, never passed. For a dependency or a device this machine lacks.
@@ -31,8 +31,8 @@ CommandResult run_mpt(const std::vector<std::string>& args);
 // Same as run_mpt with environment changes given as `env` arguments: "OPENBLAS_CORETYPE=Haswell", "-u VAR".
 CommandResult run_mpt_with_env(const std::string& env_arguments, const std::vector<std::string>& args);
 
-// Same as run_mpt, in a shell whose file-size limit is `max_file_kib` (SIGXFSZ ignored, so writes past the
-// limit fail with EFBIG): a disk that fills up.
+// Same as run_mpt, in a shell whose file-size limit is `max_file_kib`: a disk that fills up. mpt ignores SIGXFSZ
+// itself, so writes past the limit fail with EFBIG and a message.
 CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int64_t max_file_kib);
 
 // Starts `mpt ARGS...` in its own process group, output to `log_path`, without waiting; returns its pid.

@@ -1,7 +1,7 @@
 // LR schedules as functions of applied steps, and the linear scaling rule.
 #include <catch2/catch.hpp>
 
-#include "core/train/schedule.h"
+#include "train/schedule.h"
 
 using namespace mpt::train;
 

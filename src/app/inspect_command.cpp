@@ -1,0 +1,67 @@
+// `mpt inspect`: builds the spec's model (on the CPU, without data) and reports its size and cost.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "app/commands.h"
+#include "config/load.h"
+#include "models/tensor_core_shapes.h"
+#include "run/resolve.h"
+#include "run/sections.h"
+
+namespace mpt::app {
+
+int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json) {
+  const run::ExperimentConfig c = run::read_sections(run::load_resolved_spec(spec_path, overrides));
+  const data::SampleShape sample = data::sample_shape(c.data);
+  models::Model model = models::build_model(c.model, sample, precision::ModulePolicy(c.precision.fp32_modules));
+
+  nlohmann::ordered_json modules = nlohmann::ordered_json::object();  // in the model's order
+  int64_t total = 0;
+  for (const auto& child : model->named_children()) {
+    int64_t count = 0;
+    for (const auto& p : child.value()->parameters()) count += p.numel();
+    modules[child.key()] = count;
+    total += count;
+  }
+  const int64_t macs = model->forward_macs(sample);
+  const std::vector<int64_t> input = sample.seq_len > 0 ? std::vector<int64_t>{sample.seq_len}
+                                                        : std::vector<int64_t>{sample.channels, sample.height, sample.width};
+  const int64_t train_flops = 6 * macs;  // 2 FLOPs per MAC; backward costs twice the forward
+  // What a CUDA run of this spec would give the Tensor Cores (mpt inspect itself builds on the CPU).
+  const models::TensorCoreShapes tensor_cores =
+      models::tensor_core_shapes(*model, c.precision, sample, c.data.batch_size);
+  if (json) {
+    std::cout << nlohmann::ordered_json{{"model", c.model.name},
+                                {"input", input},
+                                {"modules", modules},
+                                {"total_parameters", total},
+                                {"forward_macs_per_sample", macs},
+                                {"train_flops_per_sample", train_flops},
+                                {"tensor_cores", models::to_json(tensor_cores)}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  if (sample.seq_len > 0)
+    std::printf("%s on %lld-token sequences, vocabulary %lld, %s\n", c.model.name.c_str(), (long long)sample.seq_len,
+                (long long)sample.vocab_size,
+                sample.num_classes > 0 ? fmt::format("{} classes", sample.num_classes).c_str()
+                                       : fmt::format("masked-LM predicting {:g}% of tokens", 100 * sample.masked_fraction).c_str());
+  else
+    std::printf("%s on %lldx%lldx%lld inputs, %lld classes\n", c.model.name.c_str(), (long long)sample.channels,
+                (long long)sample.height, (long long)sample.width, (long long)sample.num_classes);
+  for (const auto& [name, count] : modules.items())
+    std::printf("  %-12s %14lld\n", name.c_str(), count.get<long long>());
+  std::printf("  %-12s %14lld parameters\n", "total", (long long)total);
+  std::printf("forward: %.4g GMACs per sample; training: ~%.4g GFLOPs per sample\n", macs / 1e9, train_flops / 1e9);
+  if (tensor_cores.multiple > 0)
+    std::printf("on CUDA (%s): %s\n", c.precision.mode.c_str(), models::describe(tensor_cores).c_str());
+  else
+    std::printf("on CUDA: plain FP32 does not use Tensor Cores (precision.tf32: true would)\n");
+  return 0;
+}
+
+}  // namespace mpt::app

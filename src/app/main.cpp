@@ -1,0 +1,136 @@
+// mpt's entry point: one table of subcommands and flags; errors become the documented exit codes.
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+#include <torch/version.h>
+
+#include <csignal>
+#include <iostream>
+
+#include "app/commands.h"
+#include "common/error.h"
+#include "device/hardware.h"
+#include "mpt/version.h"
+
+int main(int argc, char** argv) {
+  // A closed pipe or the file-size limit then fails the write with a message naming the file (EPIPE, EFBIG)
+  // instead of killing mpt silently.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
+  mpt::hardware::tune_host_allocator();
+  CLI::App cli{"mpt: mixed-precision training on LibTorch"};
+  cli.require_subcommand(1);
+  cli.set_version_flag("--version", std::string("mpt ") + mpt::kVersion + " (git " + mpt::kGitHash + ", LibTorch " +
+                                        TORCH_VERSION + ")");
+
+  mpt::app::TrainOptions train;
+  CLI::App* train_cmd = cli.add_subcommand("train", "Train a model from a YAML spec");
+  train_cmd->add_option("spec", train.spec_path, "Experiment spec (YAML)")->required();
+  train_cmd->add_option("overrides", train.overrides, "key=value overrides, e.g. optimizer.lr=3e-4 train.epochs=1");
+  train_cmd->add_option("--run-dir", train.run_dir, "Run directory (default: experiment.output_root/experiment.name)");
+  train_cmd->add_option("--resume", train.resume, "auto (newest valid checkpoint), never, or a checkpoint path")
+      ->default_str("auto");
+  train_cmd
+      ->add_option("--nproc", train.nproc,
+                   "Data-parallel ranks to start on this machine (like torchrun --standalone); under torchrun or "
+                   "srun leave it out: the launcher's RANK/WORLD_SIZE are used")
+      ->check(CLI::Range(1, 1024));
+
+  mpt::app::AbCompareOptions ab;
+  CLI::App* ab_cmd = cli.add_subcommand(
+      "ab-compare", "Train or reuse A (FP32) and B (mixed) alike and compare them: PASS (0) or FAIL (3)");
+  ab_cmd->add_option("a", ab.a, "Baseline spec (YAML) or finished run directory")->required();
+  ab_cmd->add_option("b", ab.b, "Candidate spec (YAML) or finished run directory")->required();
+  ab_cmd->add_option("overrides", ab.overrides, "key=value overrides applied to both specs");
+  ab_cmd->add_option("--out", ab.out, "Folder for both runs and the reports (default OUTPUT_ROOT/ab-A-vs-B)");
+  ab_cmd->add_option("--allow-diff", ab.allow_diff, "Spec keys besides precision.* that may differ (comma-separated)")
+      ->delimiter(',');
+  ab_cmd->add_option("--repeats", ab.repeats, "Seeds per side, for the seed-to-seed noise")->check(CLI::Range(1, 100));
+  ab_cmd->add_option("--max-accuracy-drop", ab.max_accuracy_drop, "How far B's test accuracy may trail A's (absolute)")
+      ->default_str("0.005")
+      ->check(CLI::Range(0.0, 1.0));
+
+  mpt::app::NightlyOptions nightly;
+  CLI::App* nightly_cmd = cli.add_subcommand(
+      "nightly", "Run a suite of train and A/B jobs unattended (cron): lock, history, regressions, recovery");
+  nightly_cmd->add_option("suite", nightly.suite_path, "Suite (YAML)")->required();
+  nightly_cmd->add_option("--root", nightly.root, "Folder of nights, history and trends (default runs/nightly/SUITE)");
+
+  mpt::app::BenchOptions bench;
+  CLI::App* bench_cmd = cli.add_subcommand(
+      "bench", "Measure a spec's training step: samples/s, step time, breakdown, FLOP/s, MFU, peak memory");
+  bench_cmd->add_option("spec", bench.spec_path, "Experiment spec (YAML)")->required();
+  bench_cmd->add_option("overrides", bench.overrides, "key=value overrides");
+  bench_cmd->add_option("--steps", bench.steps, "Timed steps")->check(CLI::Range(1, 1000000));
+  bench_cmd->add_option("--warmup", bench.warmup, "Untimed steps first")->check(CLI::Range(0, 1000000));
+  bench_cmd->add_flag("--real-data", bench.real_data, "Use the real data loader instead of synthetic batches");
+  bench_cmd->add_flag("--json", bench.json, "Print JSON instead of a table");
+  bench_cmd->add_flag("!--no-peak", bench.measure_peak, "Skip the GEMM peak probe (no MFU)");
+  bench_cmd->add_flag("--loader-only", bench.loader_only, "Measure the data loader alone (samples/s it delivers)");
+  bench_cmd->add_option("--json-out", bench.json_out, "Also write the JSON result to this file");
+  bench_cmd->add_option("--profile", bench.profile_ops,
+                        "Run the timed steps under LibTorch's profiler and list this many ops by self time")
+      ->check(CLI::Range(1, 100000));
+  bench_cmd->add_flag("--max-batch", bench.max_batch,
+                      "Find the largest batch within --memory-budget-mib in FP32 and in mixed precision");
+  bench_cmd->add_option("--memory-budget-mib", bench.memory_budget_mib, "Peak memory budget for --max-batch")
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 30));
+
+  std::string inspect_spec;
+  std::vector<std::string> inspect_overrides;
+  bool inspect_json = false;
+  CLI::App* inspect_cmd = cli.add_subcommand("inspect", "Show the model a spec builds: parameters and FLOPs");
+  inspect_cmd->add_option("spec", inspect_spec, "Experiment spec (YAML)")->required();
+  inspect_cmd->add_option("overrides", inspect_overrides, "key=value overrides");
+  inspect_cmd->add_flag("--json", inspect_json, "Print JSON instead of a table");
+
+  mpt::app::ExportOptions export_options;
+  CLI::App* export_cmd = cli.add_subcommand(
+      "export", "Write a run's weights as safetensors, a PyTorch file or a Hugging Face model folder");
+  export_cmd->add_option("source", export_options.source, "Checkpoint file or run directory")->required();
+  export_cmd->add_option("--format", export_options.format, "safetensors | torch | hf (BERT runs)")
+      ->check(CLI::IsMember({"safetensors", "torch", "hf"}));
+  export_cmd->add_option("--out", export_options.out, "Output file (a folder for hf)")->required();
+
+  std::string eval_spec;
+  std::vector<std::string> eval_overrides;
+  bool eval_json = false;
+  CLI::App* eval_cmd = cli.add_subcommand("eval", "Evaluate a spec's model (model.init_from) on its test data");
+  eval_cmd->add_option("spec", eval_spec, "Experiment spec (YAML)")->required();
+  eval_cmd->add_option("overrides", eval_overrides, "key=value overrides, e.g. model.init_from=RUN/checkpoints/...");
+  eval_cmd->add_flag("--json", eval_json, "Print JSON");
+
+  CLI::App* doctor_cmd = cli.add_subcommand("doctor", "Check the environment: LibTorch, GPU, BF16, BLAS, threads");
+
+  bool markdown = false;
+  CLI::App* keys_cmd = cli.add_subcommand("keys", "List every spec key with its type, default and meaning");
+  keys_cmd->add_flag("--markdown", markdown, "Print the table as markdown (docs/spec.md)");
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = cli.exit(e);
+    return code == 0 ? mpt::kExitOk : mpt::kExitUsage;  // CLI11's own codes (100-115) are not ours
+  }
+
+  try {
+    if (*train_cmd) return mpt::app::run_train(train);
+    if (*ab_cmd) return mpt::app::run_ab_compare(ab);
+    if (*nightly_cmd) return mpt::app::run_nightly(nightly);
+    if (*bench_cmd) return mpt::app::run_bench(bench);
+    if (*keys_cmd) return mpt::app::run_keys(markdown);
+    if (*doctor_cmd) return mpt::app::run_doctor();
+    if (*export_cmd) return mpt::app::run_export(export_options);
+    if (*eval_cmd) return mpt::app::run_eval(eval_spec, eval_overrides, eval_json);
+    if (*inspect_cmd) return mpt::app::run_inspect(inspect_spec, inspect_overrides, inspect_json);
+  } catch (const mpt::Error& e) {
+    std::cerr << "mpt: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << "mpt: error: LibTorch: " << e.what_without_backtrace() << "\n";
+    return mpt::kExitRunFailed;
+  } catch (const std::exception& e) {
+    std::cerr << "mpt: error: " << e.what() << "\n";
+    return mpt::kExitRunFailed;
+  }
+  return mpt::kExitUsage;
+}

@@ -1,0 +1,190 @@
+// `mpt train`: spec -> resolve -> run directory -> data -> model -> precision/trainer -> summary.
+// This file only wires components together; each decision lives in the component that owns it.
+#include <csignal>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+
+#include "app/commands.h"
+#include "common/dir_lock.h"
+#include "common/error.h"
+#include "common/process.h"
+#include "config/load.h"
+#include "device/hardware.h"
+#include "device/memory_peak.h"
+#include "dist/environment.h"
+#include "dist/local_launcher.h"
+#include "dist/process_group.h"
+#include "models/tensor_core_shapes.h"
+#include "run/resolve.h"
+#include "run/run_dir.h"
+#include "run/sections.h"
+#include "run/stack.h"
+#include "train/summary.h"
+
+namespace mpt::app {
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+
+void request_stop(int signal) {
+  g_stop_requested = true;
+  std::signal(signal, SIG_DFL);  // a second Ctrl-C stops at once
+}
+
+}  // namespace
+
+namespace {
+
+// --nproc N: start N ranks of this same command (the spec is checked once here, so errors print once).
+int launch_ranks(const TrainOptions& options) {
+  if (dist::launch_from_environment())
+    throw UsageError("--nproc " + std::to_string(options.nproc) +
+                     ": WORLD_SIZE/RANK are already set by a launcher (torchrun, srun); drop --nproc under it");
+  run::load_resolved_spec(options.spec_path, options.overrides);
+  std::vector<std::string> args = {process::self_executable(), "train", options.spec_path};
+  args.insert(args.end(), options.overrides.begin(), options.overrides.end());
+  if (!options.run_dir.empty()) args.insert(args.end(), {"--run-dir", options.run_dir});
+  args.insert(args.end(), {"--resume", options.resume});
+  return dist::launch_local_workers(options.nproc, args);
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& options) {
+  if (options.nproc > 1) return launch_ranks(options);
+  const auto started = std::chrono::steady_clock::now();
+  config::Spec spec = run::load_resolved_spec(options.spec_path, options.overrides);
+  run::ExperimentConfig c = run::read_sections(spec);
+
+  // Data parallelism when a launcher (or --nproc) set the job up: join before touching the run directory.
+  const std::optional<dist::LaunchInfo> launch = dist::launch_from_environment();
+  dist::Group group = launch ? dist::Group::join(*launch, c.distributed) : dist::Group();
+  const bool main_rank = group.is_main();
+
+  // Every rank plans from the same directory state; only rank 0 writes to it, after all have planned, and holds
+  // its lock for the whole run: a second `mpt train` on it exits 75 naming this one.
+  const std::string run_dir = options.run_dir.empty() ? c.output_root + "/" + c.name : options.run_dir;
+  const bool fresh = !std::filesystem::exists(run_dir);
+  std::optional<DirectoryLock> lock;
+  if (main_rank) {
+    std::filesystem::create_directories(run_dir);
+    lock.emplace(run_dir, "mpt train");
+  }
+  run::RunPlan plan;
+  try {
+    plan = run::plan_run(run_dir, options.resume, spec);
+  } catch (const Error&) {
+    if (main_rank && fresh) {  // leave nothing behind for a run that never started
+      lock.reset();
+      std::filesystem::remove_all(run_dir);
+    }
+    throw;
+  }
+  group.barrier("start-up barrier");
+  if (main_rank) write_file_atomically(run_dir + "/config.yaml", spec.to_yaml());
+
+  std::vector<std::pair<std::string, int64_t>> torn;  // JSONL files a crash left mid-line, cut before appending
+  if (main_rank)
+    for (const char* name : {"/metrics.jsonl", "/events.jsonl"})
+      if (const int64_t cut = cut_torn_tail(run_dir + name)) torn.emplace_back(run_dir + name, cut);
+  auto logger = io::make_logger(main_rank ? run_dir + "/train.log" : "");
+  if (!main_rank) logger->set_level(spdlog::level::err);  // rank 0 reports; the others only their errors
+  train::EventLog events(main_rank ? run_dir + "/events.jsonl" : "", logger);
+  for (const auto& [path, why] : plan.rejected) events.checkpoint_rejected(path, why);
+  for (const auto& [path, bytes] : torn) events.torn_tail_cut(path, bytes);
+  logger->info("mpt train {} -> {}\n{}", options.spec_path, run_dir, spec.to_table());
+  if (group.distributed())
+    logger->info("data parallel: {} ranks ({}), {} backend, rendezvous {}:{}", group.world_size(), launch->launcher,
+                 group.backend(), launch->master_addr, launch->master_port);
+
+  // Ranks on one machine share its cores unless device.threads says otherwise.
+  const int threads = hardware::configure_threads(static_cast<int>(c.threads), launch ? launch->local_world_size : 1);
+  const torch::Device device = c.device == "cuda" ? torch::Device(torch::kCUDA, launch ? launch->local_rank : 0)
+                                                  : torch::Device(torch::kCPU);
+  const std::string blas = hardware::blas_description();
+  logger->info("device {} | {} threads | BLAS {} | precision {} ({}) | loss scale {}", c.device, threads, blas,
+               c.precision.mode, c.precision.strategy, precision::loss_scale_mode_name(c.precision.loss_scale.mode));
+  const bool tf32 = device.is_cuda() && c.precision.tf32;
+  hardware::configure_cuda_math(tf32);
+  torch::manual_seed(c.seed);
+
+  const data::Dataset train_set = data::load_dataset(c.data, "train");
+  const data::Dataset test_set = data::load_dataset(c.data, "test");
+  data::BatchLoader train_loader(train_set, c.data.batch_size, c.data.shuffle, c.seed, /*drop_last=*/true,
+                                 data::Shard{group.rank(), group.world_size()}, data::Delivery::to(device));
+  logger->info("data {}: {} train / {} test samples, {} batches of {} per epoch", c.data.name, train_set.size(),
+               test_set.size(), train_loader.batches_per_epoch(),
+               group.distributed() ? fmt::format("{} x {} ranks", c.data.batch_size, group.world_size())
+                                   : std::to_string(c.data.batch_size));
+
+  const data::SampleShape sample = data::sample_shape(c.data);
+  // Training memory: weights, optimizer state and the steps' activations, not the datasets loaded above.
+  hardware::MemoryPeak memory(device);
+  run::TrainingStack stack =
+      run::build_training_stack(c, sample, train_loader.batches_per_epoch(), device, group.world_size());
+  if (stack.init) logger->info("model.init_from {}: {}", c.model.init_from, io::describe(*stack.init));
+  if (c.sync_batchnorm && group.distributed()) stack.model->synchronise_batch_norm(&group);
+  if (device.is_cuda()) {  // a width of 1000 instead of 1024 can leave a CUDA run off the Tensor Cores
+    const models::TensorCoreShapes shapes =
+        models::tensor_core_shapes(*stack.model, c.precision, sample, c.data.batch_size);
+    if (!shapes.misfits.empty()) logger->warn("{}", models::describe(shapes));
+  }
+  if (c.base_batch_size > 0)
+    logger->info("linear scaling rule: global batch {} / base {} -> lr {:g}, warmup {} steps", stack.global_batch,
+                 c.base_batch_size, stack.scaled.lr, stack.scaled.warmup_steps);
+
+  JsonlWriter metrics(main_rank ? run_dir + "/metrics.jsonl" : "");
+  io::TensorBoardWriter tensorboard(main_rank ? run_dir : "");  // a new file per invocation: TensorBoard merges them
+  std::optional<io::CheckpointStore> checkpoints;
+  if (main_rank) checkpoints.emplace(run_dir + "/checkpoints", c.checkpoint_keep_last);
+  io::Progress progress(main_rank &&
+                        (c.progress == "bar" || (c.progress == "auto" && io::stderr_is_live_terminal())));
+  train::Trainer trainer(c.train, c.schedule, stack.model, std::move(stack.optimizer), stack.precision_runtime(),
+                         device, train_loader, test_set,
+                         train::RunSinks{metrics, events, logger, checkpoints ? &*checkpoints : nullptr, progress,
+                                         tensorboard},
+                         &group);
+  trainer.attach_memory(&memory);
+  if (plan.resume_from) trainer.resume(*plan.resume_from);
+  if (trainer.step() >= c.train.total_steps && std::filesystem::exists(run_dir + "/summary.json")) {
+    // Re-running a finished spec must not replace its summary with an empty one: report and keep it.
+    logger->info("{} already completed {} of {} steps; kept its summary.json (raise train.epochs or "
+                 "train.max_steps to train further, or use another --run-dir)",
+                 run_dir, trainer.step(), c.train.total_steps);
+    return kExitOk;
+  }
+
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+  const train::TrainResult result = trainer.run(g_stop_requested);
+
+  train::RunContext context;
+  context.name = c.name;
+  context.precision_mode = c.precision.mode;
+  context.precision_strategy = c.precision.strategy;
+  context.loss_scale_mode = precision::loss_scale_mode_name(c.precision.loss_scale.mode);
+  context.device = c.device;
+  context.threads = threads;
+  context.tf32 = tf32;
+  context.blas = blas;
+  context.global_batch_size = stack.global_batch;
+  context.total_steps = c.train.total_steps;
+  context.world_size = group.world_size();
+  context.distributed_backend = group.distributed() ? group.backend() : "";
+  context.peak_memory_bytes = memory.bytes();
+  context.wall_time_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const nlohmann::json summary = train::make_summary(result, context);
+  if (!result.ranks_agree) logger->error("ranks disagree at the end of training: {}", result.ranks_disagreement);
+  if (!main_rank) return result.status == "completed" && result.ranks_agree ? kExitOk : kExitRunFailed;
+  write_file_atomically(run_dir + "/summary.json", summary.dump(2) + "\n");
+
+  const std::string accuracy = result.eval ? fmt::format("{:.4f}", result.eval->accuracy) : "not evaluated";
+  logger->info("{}: {} after {} steps ({} skipped); test accuracy {}; {:.0f} samples/s; summary {}/summary.json",
+               c.name, result.status, result.steps, result.skipped_steps, accuracy,
+               summary["samples_per_sec"].get<double>(), run_dir);
+  if (result.status != "completed") logger->error("{}", result.diagnosis);
+  return result.status == "completed" && result.ranks_agree ? kExitOk : kExitRunFailed;
+}
+
+}  // namespace mpt::app

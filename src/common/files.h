@@ -1,0 +1,46 @@
+// Durable file writes: atomic replacement (temp file, fsync, rename, fsync of the folder) so a crash or a
+// full disk never leaves a half-written file where a good one was; and line-flushed JSONL appends.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace mpt {
+
+// Replaces `path` with `bytes` atomically; throws mpt::Error (naming the path and the OS reason) on failure,
+// leaving any previous file untouched.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+std::string read_file(const std::string& path);
+
+// Throws UsageError naming `path` when it is a directory, a device, a pipe or a socket; a missing file is left to
+// the reader's own message.
+void require_regular_file(const std::string& path);
+
+// Every JSON object of a JSONL file (metrics, events, history). A final line without its newline is a record
+// torn by a kill mid-write and is dropped; any other malformed line throws mpt::Error naming file and line.
+std::vector<nlohmann::json> read_jsonl_records(const std::string& path);
+
+// Cuts a JSONL file back to its last complete line (what a crash mid-append leaves), so that the next record is
+// not glued to the partial one; returns the bytes cut (0 when the file ends in a newline or does not exist).
+int64_t cut_torn_tail(const std::string& path);
+
+// One JSON object per line, flushed per line so `tail -f` and a crash both see whole lines.
+class JsonlWriter {
+ public:
+  explicit JsonlWriter(const std::string& path);  // "": writes nothing (ranks other than 0)
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+
+  void write(const nlohmann::json& record);
+
+ private:
+  std::string path_;
+  std::FILE* file_;
+};
+
+}  // namespace mpt

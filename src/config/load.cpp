@@ -1,0 +1,240 @@
+// Spec loading: parse, flatten nested sections to dotted keys, apply overrides, fill defaults, type-check.
+#include "config/load.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "common/error.h"
+#include "config/schema.h"
+
+namespace mpt::config {
+namespace {
+
+bool is_section(const std::string& prefix) {
+  for (const auto& spec : schema())
+    if (spec.key.compare(0, prefix.size() + 1, prefix + ".") == 0) return true;
+  return false;
+}
+
+std::string unknown_key_message(const std::string& where, const std::string& key) {
+  std::string message = where + ": unknown key '" + key + "'";
+  std::string suggestion = closest_key(key);
+  if (!suggestion.empty()) message += "; did you mean '" + suggestion + "'?";
+  else message += "; see docs/spec.md for every key";
+  return message;
+}
+
+bool is_integer_scalar(const YAML::Node& node, int64_t* value) {
+  try {
+    *value = node.as<int64_t>();
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+// Checks one value against its key's type and bounds; returns "" when fine, else what is wrong.
+std::string check_value(const KeySpec& spec, const YAML::Node& node) {
+  auto number_in_range = [&](double v) {
+    bool low = spec.min_exclusive ? v > spec.min : v >= spec.min;
+    bool high = spec.max_exclusive ? v < spec.max : v <= spec.max;
+    return std::isfinite(v) && low && high;
+  };
+  const std::string expected = "expected " + describe_allowed(spec);
+  switch (spec.type) {
+    case KeyType::kInt: {
+      int64_t v;
+      if (!node.IsScalar() || !is_integer_scalar(node, &v) || !number_in_range(static_cast<double>(v))) return expected;
+      return "";
+    }
+    case KeyType::kFloat: {
+      if (!node.IsScalar()) return expected;
+      try {
+        return number_in_range(node.as<double>()) ? "" : expected;
+      } catch (const YAML::Exception&) {
+        return expected;
+      }
+    }
+    case KeyType::kBool:
+      try {
+        if (node.IsScalar()) node.as<bool>();
+        return node.IsScalar() ? "" : expected;
+      } catch (const YAML::Exception&) {
+        return "expected true or false";
+      }
+    case KeyType::kString: {
+      if (!node.IsScalar() && !node.IsNull()) return expected;
+      std::string value = node.IsNull() ? "" : node.as<std::string>();
+      // Names and paths reach file names, logs and terminals: a control character there is never meant.
+      for (const unsigned char c : value)
+        if (c < 0x20 || c == 0x7f) return "control characters (such as newlines or escapes) are not allowed";
+      if (spec.choices.empty()) return "";
+      for (const auto& c : spec.choices)
+        if (c == value) return "";
+      return expected;
+    }
+    case KeyType::kIntList:
+      if (!node.IsSequence()) return expected + ", e.g. [1, 2]";
+      for (const auto& item : node) {
+        int64_t v;
+        if (!item.IsScalar() || !is_integer_scalar(item, &v) || static_cast<double>(v) < spec.min) return expected;
+      }
+      return "";
+    case KeyType::kStringList:
+      if (!node.IsSequence()) return expected + ", e.g. [a, b]";
+      for (const auto& item : node) {
+        if (!item.IsScalar()) return expected;
+        for (const unsigned char c : item.Scalar())
+          if (c < 0x20 || c == 0x7f) return "control characters (such as newlines or escapes) are not allowed";
+      }
+      return "";
+  }
+  return expected;
+}
+
+std::string where_in(const std::string& source, const YAML::Node& node) {
+  return source + ":" + std::to_string(node.Mark().line + 1);
+}
+
+// A spec lists a few dozen keys; past this many problems the rest are counted, not described (a huge file of
+// unknown keys would otherwise spend seconds per thousand keys looking for suggestions).
+constexpr size_t kProblemsDescribed = 20;
+constexpr uintmax_t kMaxSpecBytes = 1 << 20;
+
+// Walks nested maps down to schema leaves, recording "file:line" origins.
+void flatten(const YAML::Node& map, const std::string& prefix, const std::string& source, Spec& spec,
+             std::vector<std::string>& problems) {
+  std::map<std::string, int> seen;  // name -> line, to refuse a key given twice (YAML would keep the last)
+  for (const auto& entry : map) {
+    const std::string where = where_in(source, entry.first);
+    if (!entry.first.IsScalar()) {
+      problems.push_back(where + ": a key must be a plain name, not a " +
+                         (entry.first.IsMap() ? "mapping" : entry.first.IsSequence() ? "list" : "null"));
+      continue;
+    }
+    const std::string name = entry.first.as<std::string>();
+    const std::string key = prefix.empty() ? name : prefix + "." + name;
+    const YAML::Node& value = entry.second;
+    const int line = entry.first.Mark().line + 1;
+    if (auto [earlier, first] = seen.emplace(name, line); !first) {
+      problems.push_back(where + ": '" + key + "' is given twice (lines " + std::to_string(earlier->second) + " and " +
+                         std::to_string(line) + "); keep one");
+      continue;
+    }
+    if (const KeySpec* key_spec = find_key(key)) {
+      std::string problem = check_value(*key_spec, value);
+      if (!problem.empty()) problems.push_back(where + ": " + key + " = " + yaml_inline(value) + ": " + problem);
+      else spec.set(key, value, where);
+    } else if (is_section(key)) {
+      if (value.IsMap()) flatten(value, key, source, spec, problems);
+      else if (!value.IsNull()) problems.push_back(where + ": '" + key + "' is a section; expected a mapping of keys");
+    } else {  // past kProblemsDescribed only counted: finding a suggestion costs a scan of the table
+      problems.push_back(problems.size() < kProblemsDescribed ? unknown_key_message(where, key) : "");
+    }
+  }
+}
+
+// Hydra's override grammar: key=value sets, +key=value adds a key the spec does not set yet, ++key=value adds or
+// sets, ~key (or ~key=value, naming the value it removes) deletes the spec's setting so the default applies.
+void apply_override(const std::string& text, Spec& spec, std::vector<std::string>& problems) {
+  const std::string where = "override '" + text + "'";
+  const bool remove = text.rfind('~', 0) == 0;
+  const bool add_or_set = text.rfind("++", 0) == 0;
+  const bool add = !add_or_set && text.rfind('+', 0) == 0;
+  const std::string body = text.substr(remove || add ? 1 : add_or_set ? 2 : 0);
+  const auto equals = body.find('=');
+  if (equals == 0 || (equals == std::string::npos && !remove)) {
+    problems.push_back(where + ": expected key=value (+key=value adds, ++key=value adds or sets, ~key deletes), "
+                       "e.g. optimizer.lr=3e-4");
+    return;
+  }
+  const std::string key = body.substr(0, equals);
+  const KeySpec* key_spec = find_key(key);
+  if (!key_spec) {
+    problems.push_back(unknown_key_message(where, key));
+    return;
+  }
+  YAML::Node value;
+  if (equals != std::string::npos) {
+    try {
+      value = YAML::Load(body.substr(equals + 1));
+    } catch (const YAML::Exception& e) {
+      problems.push_back(where + ": the value is not valid YAML: " + e.msg);
+      return;
+    }
+  }
+  if (remove) {
+    if (!spec.has(key)) problems.push_back(where + ": " + key + " is not set in the spec; nothing to delete");
+    else if (equals != std::string::npos && spec.value_text(key) != yaml_inline(value))
+      problems.push_back(where + ": " + key + " is " + spec.value_text(key) + " (" + spec.origin(key) + "), not " +
+                         yaml_inline(value));
+    else spec.erase(key);
+    return;
+  }
+  if (add && spec.has(key)) {
+    problems.push_back(where + ": " + key + " is already set (" + spec.origin(key) + "); use ++" + body +
+                       " to override it");
+    return;
+  }
+  std::string problem = check_value(*key_spec, value);
+  if (!problem.empty()) problems.push_back(where + ": " + key + " = " + yaml_inline(value) + ": " + problem);
+  else spec.set(key, value, "override");
+}
+
+}  // namespace
+
+void throw_if_errors(const std::string& what, const std::vector<std::string>& problems) {
+  if (problems.empty()) return;
+  std::ostringstream message;
+  message << what << ": " << problems.size() << (problems.size() == 1 ? " error" : " errors");
+  size_t shown = 0;
+  for (const auto& p : problems)
+    if (!p.empty() && shown < kProblemsDescribed) message << "\n  " << p, ++shown;
+  if (shown < problems.size()) message << "\n  ... and " << problems.size() - shown << " more";
+  throw UsageError(message.str());
+}
+
+Spec parse_spec(const std::string& yaml_text, const std::string& source_name,
+                const std::vector<std::string>& overrides) {
+  Spec spec(source_name);
+  std::vector<std::string> problems;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw UsageError(source_name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                     ": not valid YAML: " + e.msg);
+  }
+  if (root.IsMap()) flatten(root, "", source_name, spec, problems);
+  else if (!root.IsNull()) problems.push_back(source_name + ":1: expected a mapping of sections (experiment:, model:, ...)");
+  for (const auto& text : overrides) apply_override(text, spec, problems);
+  throw_if_errors(source_name, problems);
+  for (const auto& key_spec : schema())
+    if (!spec.has(key_spec.key)) spec.set(key_spec.key, YAML::Load(key_spec.default_yaml), "default");
+  return spec;
+}
+
+Spec load_spec(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (status.type() == std::filesystem::file_type::not_found)
+    throw UsageError(path + ": cannot open the spec file (does it exist?)");
+  if (status.type() == std::filesystem::file_type::directory)
+    throw UsageError(path + ": is a directory; expected a spec file (SPEC.yaml)");
+  if (status.type() != std::filesystem::file_type::regular)
+    throw UsageError(path + ": is not a regular file (a device, pipe or socket); expected a spec file");
+  const auto size = std::filesystem::file_size(path, error);
+  if (!error && size > kMaxSpecBytes)
+    throw UsageError(path + ": " + std::to_string(size) + " bytes; a spec is a few kilobytes (at most " +
+                     std::to_string(kMaxSpecBytes) + " bytes)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(path + ": cannot open the spec file (does it exist?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_spec(text.str(), path, overrides);
+}
+
+}  // namespace mpt::config

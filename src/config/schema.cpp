@@ -1,0 +1,288 @@
+// The spec key table. Defaults here are the defaults everywhere (README/docs are generated from it).
+#include "config/schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace mpt::config {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+KeySpec integer(std::string key, std::string def, double min, double max, std::string doc) {
+  return KeySpec{std::move(key), KeyType::kInt, std::move(def), {}, min, max, false, false, std::move(doc)};
+}
+KeySpec real(std::string key, std::string def, double min, double max, std::string doc, bool min_exclusive = false,
+             bool max_exclusive = false) {
+  return KeySpec{std::move(key), KeyType::kFloat, std::move(def), {}, min, max, min_exclusive, max_exclusive,
+                 std::move(doc)};
+}
+KeySpec boolean(std::string key, std::string def, std::string doc) {
+  return KeySpec{std::move(key), KeyType::kBool, std::move(def), {}, -kInf, kInf, false, false, std::move(doc)};
+}
+KeySpec text(std::string key, std::string def, std::string doc) {
+  return KeySpec{std::move(key), KeyType::kString, std::move(def), {}, -kInf, kInf, false, false, std::move(doc)};
+}
+KeySpec choice(std::string key, std::string def, std::vector<std::string> choices, std::string doc) {
+  return KeySpec{std::move(key), KeyType::kString, std::move(def), std::move(choices), -kInf, kInf, false, false,
+                 std::move(doc)};
+}
+KeySpec list(std::string key, KeyType type, std::string def, double min, std::string doc) {
+  return KeySpec{std::move(key), type, std::move(def), {}, min, kInf, false, false, std::move(doc)};
+}
+// A key whose value may change when a run resumes (cadences, budgets, rehearsals): everything else must match
+// the run directory's config.yaml.
+KeySpec resumable(KeySpec spec) {
+  spec.resumable = true;
+  return spec;
+}
+
+std::vector<KeySpec> build_schema() {
+  return {
+      resumable(text("experiment.name", "\"\"", "Run name; empty means the spec file's stem.")),
+      integer("experiment.seed", "0", 0, 4294967295.0, "Seeds weights, dropout and the data order."),
+      resumable(text("experiment.output_root", "runs", "Run directories go to OUTPUT_ROOT/NAME unless --run-dir is given.")),
+
+      choice("model.name", "mlp",
+             {"mlp", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "bert-tiny", "bert-mini",
+              "bert-small", "bert-medium", "bert-base", "bert-large", "bert"},
+             "Model from the registry (ResNets follow torchvision's v1.5 architecture and names, BERTs Hugging "
+             "Face's); `bert` takes its architecture from model.hf_config."),
+      integer("model.heads", "0", 0, 1024, "BERT presets: attention heads; 0 = hidden size / 64 (Google's sizes)."),
+      text("model.hf_config", "\"\"",
+           "BERT: a Hugging Face config.json (or its folder) whose architecture model.name: bert builds, e.g. "
+           "data/all-MiniLM-L6-v2 (scripts/setup.sh links the packaged all-MiniLM-L6-v2 there)."),
+      choice("model.head", "mlm", {"mlm", "classification"},
+             "BERT: masked-LM pre-training (decoder tied to the word embeddings) or sequence classification."),
+      list("model.hidden_sizes", KeyType::kIntList, "[512]", 1, "MLP hidden layer widths, input to output."),
+      choice("model.activation", "relu", {"relu", "gelu", "tanh"}, "MLP hidden activation."),
+      real("model.dropout", "0.0", 0, 1,
+           "MLP: dropout after each hidden layer. BERT: hidden-state and attention dropout (BERT uses 0.1).", false,
+           true),
+      text("model.init_from", "\"\"",
+           "Start from these weights: a safetensors, PyTorch zip (torch.save) or mpt checkpoint file with "
+           "torchvision / Hugging Face names; model tensors the file lacks keep their initialisation (a new head)."),
+      boolean("model.small_input", "false", "ResNet: 3x3 stride-1 stem without max-pool, for 28-32 px images."),
+      boolean("model.zero_init_residual", "false", "ResNet: zero the last norm of each block (blocks start as identity)."),
+      boolean("model.channels_last", "false",
+              "ResNet: NHWC (channels-last) weights and activations, the layout oneDNN's BF16 convolutions and CUDA "
+              "Tensor Cores prefer."),
+
+      choice("data.name", "fashion_mnist",
+             {"fashion_mnist", "cifar10", "image_folder", "text_corpus", "text_classification"},
+             "Dataset: Fashion-MNIST, CIFAR-10 (binary version), an image folder (JPEG/PNG), a text corpus for "
+             "masked-LM, or labelled text (TSV) for BERT classification."),
+      text("data.root", "/usr/share/datasets/fashion-mnist",
+           "fashion_mnist: folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]; cifar10: folder with "
+           "data_batch_1..5.bin and test_batch.bin; image_folder: ROOT/train/<class>/*.jpg|png and ROOT/val (or "
+           "test)/<class>/...; text_corpus: a UTF-8 file, or a folder whose *.txt files are read in sorted order; "
+           "text_classification: folder with train.tsv and test.tsv (LABEL<TAB>TEXT per line)."),
+      integer("data.batch_size", "128", 1, 1 << 20, "Micro-batch per step; the global batch is this x grad_accum_steps."),
+      integer("data.image_size", "0", 0, 4096, "Resize images to N x N (bilinear) before the model; 0 = native."),
+      integer("data.channels", "0", 0, 3, "3 replicates grayscale images to RGB; 0 = native."),
+      boolean("data.augment", "false",
+              "Training batches: random crop (padded by 1/8) and flip for in-memory images; random-resized crop "
+              "and flip for image folders. Deterministic in (seed, epoch, batch)."),
+      integer("data.workers", "2", 1, 64, "image_folder: decoding threads, each preparing one upcoming batch."),
+      text("data.vocab", "data/bert-base-uncased/vocab.txt",
+           "text_corpus: WordPiece vocabulary, one token per line (scripts/setup.sh provides bert-base-uncased's)."),
+      boolean("data.lowercase", "true", "text_corpus: lower-case and strip accents, as bert-base-uncased does."),
+      integer("data.seq_len", "128", 3, 512, "text_corpus: tokens per sequence, [CLS] and [SEP] included."),
+      real("data.mask_prob", "0.15", 0, 1, "text_corpus: share of tokens masked-LM predicts (80% [MASK], 10% random, "
+           "10% kept).", true, true),
+      integer("data.test_every", "20", 2, kInf, "text_corpus: every N-th packed sequence is held out for evaluation."),
+      boolean("data.shuffle", "true", "Reshuffle the training set every epoch (deterministic in seed and epoch)."),
+      integer("data.train_limit", "0", 0, kInf, "Use only the first N training samples (0 = all)."),
+      integer("data.test_limit", "0", 0, kInf, "Evaluate on only the first N test samples (0 = all)."),
+
+      choice("precision.mode", "fp32", {"fp32", "mixed", "mixed_bf16", "mixed_fp16"},
+             "mixed resolves to bf16 on a CPU with BF16 and on CUDA >= 8.0, fp16 on CUDA 7.x."),
+      choice("precision.strategy", "autocast", {"auto", "autocast", "master_weights"},
+             "autocast: FP32 weights cast per op (PyTorch AMP, Apex O1); master_weights: BF16/FP16 weights in the "
+             "model, FP32 masters in the optimizer (Apex O2); auto: master_weights for mixed precision on the CPU, "
+             "where the fused optimizer steps the masters in one pass, autocast elsewhere."),
+      list("precision.fp32_modules", KeyType::kStringList,
+           "[head, fc, '*LayerNorm', cls.predictions, classifier]", 0,
+           "Module name patterns run as FP32 islands under autocast, FP32 activations in and out ('*' matches any "
+           "run of characters): by default the output layers (MLP head, ResNet fc, BERT's heads) and BERT's "
+           "LayerNorms. Batch norms keep FP32 weights and statistics and compute in FP32 on BF16/FP16 activations "
+           "without being listed; add '*bn*' and '*downsample.1' to give them FP32 activations too."),
+      boolean("precision.tf32", "false", "CUDA FP32 runs: allow TF32 Tensor Core math in matmul and cuDNN."),
+      choice("precision.loss_scale.mode", "auto", {"auto", "dynamic", "static", "none"},
+             "auto: dynamic for fp16, none otherwise. Non-finite gradients always skip the step."),
+      real("precision.loss_scale.init", "32768", 0, kInf, "Initial (or static) loss scale (the seed's 2^15).", true),
+      real("precision.loss_scale.growth_factor", "2.0", 1, kInf, "Scale multiplier after growth_interval clean steps.",
+           true),
+      real("precision.loss_scale.backoff_factor", "0.5", 0, 1, "Scale multiplier on overflow.", true, true),
+      integer("precision.loss_scale.growth_interval", "2000", 1, kInf, "Overflow-free steps before growing."),
+      integer("precision.loss_scale.hysteresis", "1", 1, kInf,
+              "Overflows absorbed before a backoff, re-armed by a growth (1 = PyTorch, 2 = DeepSpeed)."),
+      real("precision.loss_scale.min_scale", "1.0", 0, kInf, "Floor of the dynamic scale (0 = none, as PyTorch)."),
+      real("precision.loss_scale.max_scale", "16777216", 0, kInf, "Ceiling of the dynamic scale (2^24, as Apex).",
+           true),
+      integer("precision.loss_scale.max_overflows_at_min", "10", 1, kInf,
+              "Consecutive overflows at min_scale after which the run stops as 'diverged' (scale collapse)."),
+
+      choice("optimizer.name", "adam", {"sgd", "adam", "adamw"}, "Optimizer over the FP32 weights."),
+      real("optimizer.lr", "0.001", 0, kInf, "Peak learning rate (before linear scaling).", true),
+      real("optimizer.momentum", "0.9", 0, 1, "SGD momentum.", false, true),
+      boolean("optimizer.nesterov", "false", "SGD Nesterov momentum."),
+      real("optimizer.weight_decay", "0.0", 0, kInf, "L2 (sgd, adam) or decoupled (adamw) weight decay."),
+      real("optimizer.beta1", "0.9", 0, 1, "Adam/AdamW beta1.", false, true),
+      real("optimizer.beta2", "0.999", 0, 1, "Adam/AdamW beta2.", false, true),
+      real("optimizer.eps", "1e-8", 0, kInf, "Adam/AdamW epsilon.", true),
+
+      choice("schedule.name", "constant", {"constant", "step", "linear", "cosine"}, "LR schedule after warmup."),
+      integer("schedule.warmup_steps", "0", 0, kInf, "Linear warmup from 0 over this many applied steps."),
+      integer("schedule.step_size", "1000", 1, kInf, "step: multiply the LR by gamma every step_size steps."),
+      real("schedule.gamma", "0.1", 0, 1, "step: decay factor.", true),
+      real("schedule.min_lr_ratio", "0.0", 0, 1, "linear/cosine: final LR as a fraction of the peak."),
+      integer("schedule.base_batch_size", "0", 0, kInf,
+              "Linear scaling rule: when > 0, lr and warmup_steps scale by global_batch / base_batch_size."),
+
+      resumable(integer("train.epochs", "10", 0, kInf, "Passes over the training set (used when max_steps is 0).")),
+      resumable(integer("train.max_steps", "0", 0, kInf, "Stop after this many steps; overrides epochs when > 0.")),
+      resumable(integer("train.log_every_steps", "50", 1, kInf, "Write a metrics line every N steps.")),
+      resumable(integer("train.eval_every_steps", "0", 0, kInf, "Evaluate every N steps (0 = at the end of each epoch).")),
+      integer("train.eval_batch_size", "1000", 1, 1 << 20, "Samples per evaluation batch (no gradients kept)."),
+      real("train.grad_clip_norm", "0.0", 0, kInf, "Clip the global grad norm (after unscaling); 0 = off."),
+      integer("train.grad_accum_steps", "1", 1, 4096, "Micro-batches accumulated per optimizer step."),
+      integer("train.max_consecutive_skips", "100", 1, kInf,
+              "Stop with status 'diverged' after this many consecutive steps with non-finite gradients."),
+      resumable(choice("train.progress", "auto", {"auto", "bar", "plain"}, "auto: a live line on a TTY, log lines otherwise.")),
+
+      resumable(integer("checkpoint.every_steps", "500", 0, kInf, "Save every N steps (0 = only at the end); always at the end.")),
+      resumable(integer("checkpoint.keep_last", "3", 1, kInf, "Keep the newest N checkpoints.")),
+
+      choice("device.type", "auto", {"auto", "cpu", "cuda"}, "auto: cuda when available, else cpu."),
+      resumable(integer("device.threads", "0", 0, 1024,
+              "Intra-op and BLAS threads (0 = all cores, shared among the ranks on one machine).")),
+
+      choice("distributed.backend", "auto", {"auto", "gloo", "nccl"},
+             "Data-parallel engine (c10d) when launched with --nproc, torchrun or srun: auto = nccl on CUDA, gloo "
+             "on CPU."),
+      resumable(real("distributed.timeout_sec", "300", 1, kInf,
+           "Longest wait for the rendezvous and for any collective: a rank that died or hangs stops the others "
+           "with an error after at most this long.")),
+      real("distributed.bucket_mb", "25", 0.01, kInf, "Gradient all-reduce bucket size (PyTorch DDP's default)."),
+      boolean("distributed.sync_batchnorm", "false",
+              "Batch norm with the global batch's statistics (all ranks), as PyTorch's SyncBatchNorm; false: "
+              "each rank normalises with its own batch (DDP's default)."),
+
+      resumable(boolean("debug.check_numerics", "false",
+              "Check every module's output for Inf/NaN and name the first offender (one sync per module: slow).")),
+      resumable(list("debug.inject_nonfinite_grad_at", KeyType::kIntList, "[]", 1,
+           "Steps at which one gradient is set to +inf after backward, to rehearse overflow handling.")),
+      resumable(text("debug.inject_nonfinite_param", "\"\"",
+           "Parameter (module path, e.g. head.weight) that receives the injected Inf; empty = the first one.")),
+      resumable(integer("debug.stop_after_steps", "0", 0, kInf,
+              "Stop as if interrupted after this step (checkpoint, status 'interrupted'), to rehearse resume.")),
+      resumable(integer("debug.inject_nonfinite_rank", "-1", -1, kInf,
+              "Data parallelism: only this rank injects the Inf of inject_nonfinite_grad_at (-1 = every rank).")),
+      resumable(integer("debug.die_at_step", "0", 0, kInf,
+              "Data parallelism: the last rank kills itself (SIGKILL) at this step, to rehearse losing a rank.")),
+      resumable(boolean("debug.forbid_host_syncs", "false",
+              "On a GPU: stop with an error naming the operation when a training step makes the host wait for the "
+              "device anywhere but the one overflow check (LibTorch's sync debug mode). No effect on a CPU.")),
+  };
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string last_segment(const std::string& key) { return key.substr(key.rfind('.') + 1); }
+
+}  // namespace
+
+const char* key_type_name(KeyType type) {
+  switch (type) {
+    case KeyType::kInt: return "integer";
+    case KeyType::kFloat: return "number";
+    case KeyType::kBool: return "boolean";
+    case KeyType::kString: return "string";
+    case KeyType::kIntList: return "list of integers";
+    case KeyType::kStringList: return "list of strings";
+  }
+  return "?";
+}
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> table = build_schema();
+  return table;
+}
+
+const KeySpec* find_key(const std::string& key) {
+  for (const auto& spec : schema())
+    if (spec.key == key) return &spec;
+  return nullptr;
+}
+
+bool may_differ_on_resume(const std::string& key) {
+  const KeySpec* spec = find_key(key);
+  return spec && spec->resumable;
+}
+
+std::string closest_key(const std::string& unknown) {
+  // The names PyTorch, Hugging Face and Keras users bring, too far from mpt's in spelling to be found by distance.
+  static const std::map<std::string, std::string> kForeignNames = {
+      {"learning_rate", "optimizer.lr"},          {"num_epochs", "train.epochs"},
+      {"num_train_epochs", "train.epochs"},       {"max_grad_norm", "train.grad_clip_norm"},
+      {"clip_grad_norm", "train.grad_clip_norm"}, {"gradient_accumulation_steps", "train.grad_accum_steps"},
+      {"accumulate_grad_batches", "train.grad_accum_steps"}, {"num_warmup_steps", "schedule.warmup_steps"},
+      {"lr_scheduler", "schedule.name"},          {"per_device_train_batch_size", "data.batch_size"},
+      {"num_workers", "data.workers"},            {"amp", "precision.mode"},
+      {"fp16", "precision.mode"},                 {"bf16", "precision.mode"},
+      {"init_scale", "precision.loss_scale.init"}};
+  if (auto it = kForeignNames.find(last_segment(unknown)); it != kForeignNames.end()) return it->second;
+  std::string best;
+  size_t best_distance = std::string::npos;
+  for (const auto& spec : schema()) {
+    // A right leaf under the wrong section ("train.lr") is the commonest slip: compare leaves too.
+    size_t distance = std::min(edit_distance(unknown, spec.key),
+                               edit_distance(last_segment(unknown), last_segment(spec.key)) + 1);
+    if (distance < best_distance) best_distance = distance, best = spec.key;
+  }
+  size_t tolerance = std::max<size_t>(2, last_segment(unknown).size() / 3);
+  return best_distance <= tolerance ? best : "";
+}
+
+std::string describe_allowed(const KeySpec& spec) {
+  std::ostringstream out;
+  if (!spec.choices.empty()) {
+    out << "one of ";
+    for (size_t i = 0; i < spec.choices.size(); ++i) out << (i ? ", " : "") << spec.choices[i];
+    return out.str();
+  }
+  out << (spec.type == KeyType::kInt ? "an integer" : spec.type == KeyType::kFloat ? "a number"
+                                                                                     : key_type_name(spec.type));
+  auto bound = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  bool has_min = std::isfinite(spec.min), has_max = std::isfinite(spec.max);
+  if (spec.type == KeyType::kIntList || spec.type == KeyType::kStringList) {
+    if (has_min && spec.type == KeyType::kIntList) out << " (each >= " << bound(spec.min) << ")";
+    return out.str();
+  }
+  if (has_min) out << (spec.min_exclusive ? " > " : " >= ") << bound(spec.min);
+  if (has_min && has_max) out << " and";
+  if (has_max) out << (spec.max_exclusive ? " < " : " <= ") << bound(spec.max);
+  return out.str();
+}
+
+}  // namespace mpt::config

@@ -1,0 +1,68 @@
+// FP32 training checkpoints: weights and buffers, optimizer state, loss scaler, schedule position, data
+// position and RNG state, in a container with a magic, a version, a length, a CRC-32 and a "done" trailer.
+// Files are written atomically; a corrupt or truncated one is detected and never chosen for resume.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "precision/loss_scaler.h"
+
+namespace mpt::io {
+
+struct TrainingState {
+  int64_t step = 0;           // optimizer steps attempted (applied + skipped)
+  int64_t applied_steps = 0;  // the LR schedule's clock
+  int64_t skipped_steps = 0;
+  data::DataPosition data;
+  precision::LossScaleState scaler;
+  torch::Tensor rng_state;    // torch's default CPU generator (dropout, init)
+};
+
+// The weights a checkpoint holds: FP32 parameters (the masters under master_weights) and the model's buffers.
+struct ModelTensors {
+  torch::OrderedDict<std::string, torch::Tensor> parameters;
+  torch::OrderedDict<std::string, torch::Tensor> buffers;
+};
+
+ModelTensors tensors_of(torch::nn::Module& model);
+
+void save_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer,
+                     const TrainingState& state);
+
+// Loads into `model`'s tensors (names and shapes must match) and `optimizer`; throws mpt::Error naming the
+// file, and the byte offset or tensor that is wrong.
+TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer);
+
+// The model tensors of a checkpoint, by name (FP32 weights and buffers), without a model or optimizer: what
+// `mpt export` writes out.
+std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const std::string& path);
+
+// Checks the container (magic, version, length, CRC, trailer) without loading; "" when sound, else why not.
+std::string verify_checkpoint(const std::string& path);
+
+// The checkpoints/ folder of a run: step-numbered files, newest-valid lookup, pruning to keep_last.
+class CheckpointStore {
+ public:
+  CheckpointStore(std::string folder, int64_t keep_last);
+
+  std::string path_for(int64_t step) const;
+  std::string save(const ModelTensors& model, torch::optim::Optimizer& optimizer, const TrainingState& state);
+
+  // The newest checkpoint that verifies; each rejected one is reported through `on_rejected(path, why)`.
+  std::optional<std::string> latest_valid(const std::function<void(const std::string&, const std::string&)>& on_rejected) const;
+
+ private:
+  std::vector<std::pair<int64_t, std::string>> list() const;  // (step, path), newest first
+  void prune() const;
+
+  std::string folder_;
+  int64_t keep_last_;
+};
+
+}  // namespace mpt::io

@@ -1,0 +1,206 @@
+// safetensors and PyTorch zip weight files.
+#include "io/weights.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/json.h"
+#include "io/checkpoint.h"
+#include "io/torch_pickle.h"
+
+namespace mpt::io {
+namespace {
+
+struct DtypeName {
+  torch::ScalarType type;
+  const char* name;
+};
+constexpr DtypeName kDtypes[] = {{torch::kFloat, "F32"},  {torch::kHalf, "F16"},  {torch::kBFloat16, "BF16"},
+                                 {torch::kDouble, "F64"}, {torch::kLong, "I64"},  {torch::kInt, "I32"},
+                                 {torch::kShort, "I16"},  {torch::kChar, "I8"},   {torch::kByte, "U8"},
+                                 {torch::kBool, "BOOL"}};
+
+const char* dtype_name(torch::ScalarType type, const std::string& tensor) {
+  for (const auto& d : kDtypes)
+    if (d.type == type) return d.name;
+  throw Error("tensor '" + tensor + "': dtype " + std::string(c10::toString(type)) + " has no safetensors name");
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) { return c10::str(c10::IntArrayRef(shape)); }
+
+}  // namespace
+
+std::string encode_safetensors(const NamedTensorList& tensors, const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<torch::Tensor> contiguous;
+  int64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    contiguous.push_back(tensor.detach().cpu().contiguous());
+    const int64_t bytes = contiguous.back().numel() * static_cast<int64_t>(contiguous.back().element_size());
+    header[name] = {{"dtype", dtype_name(tensor.scalar_type(), name)},
+                    {"shape", tensor.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  std::string out;
+  out.reserve(8 + json.size() + static_cast<size_t>(offset));
+  const uint64_t length = json.size();
+  out.append(reinterpret_cast<const char*>(&length), 8);  // little-endian on every platform mpt builds for
+  out += json;
+  for (const auto& t : contiguous) out.append(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
+  return out;
+}
+
+NamedTensorList decode_safetensors(const std::string& bytes, const std::string& source) {
+  if (bytes.size() < 8) throw Error(source + ": " + std::to_string(bytes.size()) + " bytes; a safetensors file starts with an 8-byte header length");
+  uint64_t length = 0;
+  std::memcpy(&length, bytes.data(), 8);
+  if (length > bytes.size() - 8)
+    throw Error(source + ": byte 0: header length " + std::to_string(length) + " exceeds the " +
+                std::to_string(bytes.size() - 8) + " bytes after it");
+  if (length == 0 || bytes[8] != '{') throw Error(source + ": byte 8: expected the JSON header to start with '{'");
+  std::string problem;
+  const nlohmann::json header =
+      parse_json(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length), &problem);
+  if (header.is_discarded())
+    throw Error(source + ": bytes 8.." + std::to_string(8 + length) + ": the header is not valid JSON (" + problem + ")");
+  if (!header.is_object()) throw Error(source + ": byte 8: the header must be a JSON object");
+  const size_t data_start = 8 + length, data_size = bytes.size() - data_start;
+
+  struct Entry {
+    std::string name;
+    torch::ScalarType type;
+    std::vector<int64_t> shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [name, info] : header.items()) {
+    const std::string where = source + ": tensor '" + name + "'";
+    if (name == "__metadata__") {
+      if (!info.is_object()) throw Error(source + ": __metadata__ must be an object of strings");
+      for (const auto& [key, value] : info.items())
+        if (!value.is_string()) throw Error(source + ": __metadata__." + key + ": expected a string");
+      continue;
+    }
+    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+      throw Error(where + ": expected {\"dtype\", \"shape\", \"data_offsets\"}");
+    Entry entry{name, torch::kFloat, {}, 0, 0};
+    bool known = false;
+    for (const auto& d : kDtypes)
+      if (info["dtype"].is_string() && info["dtype"].get<std::string>() == d.name) entry.type = d.type, known = true;
+    if (!known) throw Error(where + ": dtype " + info["dtype"].dump() + " is not one mpt reads (F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
+    if (!info["shape"].is_array()) throw Error(where + ": shape must be an array");
+    int64_t numel = 1;
+    for (const auto& dim : info["shape"]) {
+      if (!dim.is_number_unsigned()) throw Error(where + ": shape " + info["shape"].dump() + " must hold non-negative integers");
+      const uint64_t size = dim.get<uint64_t>();
+      if (size > (uint64_t{1} << 40) || __builtin_mul_overflow(numel, static_cast<int64_t>(size), &numel) ||
+          numel > (int64_t{1} << 40))
+        throw Error(where + ": shape " + info["shape"].dump() + " is larger than any tensor mpt reads");
+      entry.shape.push_back(static_cast<int64_t>(size));
+    }
+    const auto& offsets = info["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+      throw Error(where + ": data_offsets must be [begin, end]");
+    entry.begin = offsets[0].get<uint64_t>(), entry.end = offsets[1].get<uint64_t>();
+    const uint64_t expected = static_cast<uint64_t>(numel) * c10::elementSize(entry.type);
+    if (entry.end < entry.begin || entry.end - entry.begin != expected)
+      throw Error(where + ": data_offsets " + offsets.dump() + " hold " + std::to_string(entry.end - entry.begin) +
+                  " bytes; " + info["dtype"].get<std::string>() + " " + shape_text(entry.shape) + " needs " + std::to_string(expected));
+    if (entry.end > data_size)
+      throw Error(where + ": data_offsets " + offsets.dump() + " run past the file's " + std::to_string(data_size) +
+                  " data bytes (truncated?)");
+    entries.push_back(std::move(entry));
+  }
+  // The data must be exactly the tensors' bytes: no holes, no overlaps, nothing trailing.
+  std::vector<const Entry*> by_offset;
+  for (const auto& e : entries) by_offset.push_back(&e);
+  std::stable_sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  uint64_t expected_begin = 0;
+  for (const Entry* e : by_offset) {
+    if (e->begin != expected_begin)
+      throw Error(source + ": tensor '" + e->name + "' starts at data byte " + std::to_string(e->begin) + ", expected " +
+                  std::to_string(expected_begin) + (e->begin < expected_begin ? " (overlaps the previous tensor)" : " (a hole)"));
+    expected_begin = e->end;
+  }
+  if (expected_begin != data_size)
+    throw Error(source + ": byte " + std::to_string(data_start + expected_begin) + ": " +
+                std::to_string(data_size - expected_begin) + " bytes after the last tensor");
+
+  NamedTensorList tensors;  // in data order: the order the writer gave
+  for (const Entry* entry : by_offset) {
+    const Entry& e = *entry;
+    torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.type));
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes.data() + data_start + e.begin, e.end - e.begin);
+    tensors.emplace_back(e.name, t);
+  }
+  return tensors;
+}
+
+NamedTensorList read_weights(const std::string& path) {
+  const std::string bytes = read_file(path);
+  if (bytes.rfind("MPTCKPT\n", 0) == 0) return read_checkpoint_weights(path);
+  if (bytes.rfind("PK\x03\x04", 0) == 0) return read_torch_state_dict(bytes, path);
+  if (bytes.size() >= 9 && bytes[8] == '{') return decode_safetensors(bytes, path);
+  throw Error(path + ": byte 0: not a safetensors file, a PyTorch zip file (torch.save) or an mpt checkpoint");
+}
+
+void write_weights(const std::string& path, const NamedTensorList& tensors, const std::string& format) {
+  if (format == "safetensors") {
+    write_file_atomically(path, encode_safetensors(tensors, {{"format", "pt"}}));  // "pt": what HF's loaders expect
+  } else if (format == "torch") {
+    write_file_atomically(path, encode_torch_state_dict(tensors));
+  } else {
+    throw UsageError("--format " + format + ": expected safetensors or torch");
+  }
+}
+
+std::string describe(const InitReport& report) {
+  auto some = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (size_t i = 0; i < names.size() && i < 4; ++i) text += (i ? ", " : " (") + names[i];
+    return names.empty() ? text : text + (names.size() > 4 ? ", ...)" : ")");
+  };
+  return "loaded " + std::to_string(report.loaded) + " tensors; " + std::to_string(report.fresh.size()) +
+         " kept their initialisation" + some(report.fresh) + "; " + std::to_string(report.unused.size()) +
+         " in the file unused" + some(report.unused);
+}
+
+InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& tensors, const std::string& source) {
+  std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
+  std::map<std::string, bool> used;
+  InitReport report;
+  torch::NoGradGuard no_grad;
+  auto load = [&](const std::string& name, torch::Tensor& target) {
+    auto it = by_name.find(name);
+    if (it == by_name.end() && name.rfind("bert.", 0) == 0) it = by_name.find(name.substr(5));  // HF BertModel file
+    if (it == by_name.end()) {
+      report.fresh.push_back(name);
+      return;
+    }
+    if (it->second.sizes() != target.sizes())
+      throw Error(source + ": tensor '" + it->first + "' has shape " + c10::str(it->second.sizes()) + ", the model's '" +
+                  name + "' is " + c10::str(target.sizes()));
+    target.copy_(it->second.to(target.scalar_type()));
+    used[it->first] = true;
+    ++report.loaded;
+  };
+  for (auto& item : model.named_parameters()) load(item.key(), item.value());
+  for (auto& item : model.named_buffers()) load(item.key(), item.value());
+  for (const auto& [name, tensor] : tensors)
+    if (!used.count(name)) report.unused.push_back(name);
+  if (report.loaded == 0)
+    throw Error(source + ": none of its " + std::to_string(tensors.size()) + " tensor names match the model's (first: '" +
+                (tensors.empty() ? std::string() : tensors.front().first) + "', the model's first: '" +
+                (report.fresh.empty() ? std::string() : report.fresh.front()) + "')");
+  return report;
+}
+
+}  // namespace mpt::io

@@ -1,0 +1,44 @@
+// MLP forward. B = batch, D = input features, H = hidden width, K = classes.
+#include "models/mlp.h"
+
+#include "ops/dropout.h"
+#include "ops/linear.h"
+
+namespace mpt::models {
+
+MlpImpl::MlpImpl(const MlpConfig& config, const precision::ModulePolicy& policy) : config_(config) {
+  hidden_ = register_module("hidden", torch::nn::ModuleList());
+  int64_t width = config_.in_features;
+  for (size_t i = 0; i < config_.hidden_sizes.size(); ++i) {
+    hidden_->push_back(torch::nn::Linear(width, config_.hidden_sizes[i]));
+    hidden_runners_.push_back(policy.runner("hidden." + std::to_string(i)));
+    width = config_.hidden_sizes[i];
+  }
+  head_ = register_module("head", torch::nn::Linear(width, config_.num_classes));
+  head_runner_ = policy.runner("head");
+}
+
+torch::Tensor MlpImpl::activate(const torch::Tensor& x) const {
+  if (config_.activation == "gelu") return torch::gelu(x);
+  if (config_.activation == "tanh") return torch::tanh(x);
+  return torch::relu(x);
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& inputs) {
+  torch::Tensor x = inputs.flatten(1);  // (B, D)
+  for (size_t i = 0; i < hidden_->size(); ++i) {
+    auto layer = hidden_->ptr<torch::nn::LinearImpl>(i);
+    x = hidden_runners_[i](x, [&](const torch::Tensor& h) { return ops::linear(h, layer->weight, layer->bias); });
+    x = activate(x);  // (B, H)
+    if (config_.dropout > 0) x = ops::dropout(x, config_.dropout, is_training());
+  }
+  return head_runner_(x, [&](const torch::Tensor& h) { return ops::linear(h, head_->weight, head_->bias); });  // (B, K)
+}
+
+int64_t MlpImpl::forward_macs(const data::SampleShape& sample) const {
+  int64_t macs = 0, width_in = sample.features();
+  for (int64_t width_out : config_.hidden_sizes) macs += width_in * width_out, width_in = width_out;
+  return macs + width_in * config_.num_classes;
+}
+
+}  // namespace mpt::models

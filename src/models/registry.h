@@ -1,0 +1,33 @@
+// Model names -> builders. A spec's model section picks one; the registry knows each family's options.
+#pragma once
+
+#include <string>
+
+#include "data/dataset.h"
+#include "models/bert.h"
+#include "models/mlp.h"
+#include "models/model.h"
+#include "models/resnet.h"
+#include "precision/policy.h"
+
+namespace mpt::models {
+
+struct ModelConfig {
+  std::string name = "mlp";  // mlp | resnet18..resnet152 | bert-tiny..bert-large | bert (from hf_config)
+  MlpConfig mlp;
+  ResNetConfig resnet;  // depth, in_channels and num_classes are filled in by build_model
+  std::string bert_head = "mlm";  // mlm | classification
+  double dropout = 0.0;  // MLP: after each hidden layer; BERT: hidden states and attention (BERT trains with 0.1)
+  int64_t bert_heads = 0;     // a preset's attention heads; 0 = hidden / 64
+  std::string hf_config;      // model "bert": the architecture of this Hugging Face config.json
+  std::string init_from;  // weights file to start from ("" = fresh initialisation)
+};
+
+// The model `config` names, shaped for the data's samples (input features, channels, vocabulary, classes).
+Model build_model(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy);
+
+// The BERT architecture `config` names (a preset with its head count, or a config.json), with the spec's
+// dropout and head; vocabulary and classes are the data's, filled in by build_model.
+BertConfig bert_architecture(const ModelConfig& config);
+
+}  // namespace mpt::models

@@ -1,0 +1,172 @@
+// Spec -> component config structs: each key of the table (config/schema.cpp) bound once to its member.
+#include "run/sections.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+
+#include "common/error.h"
+#include "config/schema.h"
+
+namespace mpt::run {
+namespace {
+
+template <typename T>
+T read_value(const config::Spec& spec, const std::string& key) {
+  if constexpr (std::is_same_v<T, bool>) return spec.get_bool(key);
+  else if constexpr (std::is_same_v<T, std::string>) return spec.get_string(key);
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return spec.get_int_list(key);
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return spec.get_string_list(key);
+  else if constexpr (std::is_same_v<T, precision::LossScaleMode>) return precision::parse_loss_scale_mode(spec.get_string(key));
+  else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(spec.get_float(key));
+  else return static_cast<T>(spec.get_int(key));
+}
+
+template <typename T>
+std::string show_value(const T& value) {
+  if constexpr (std::is_same_v<T, precision::LossScaleMode>) return precision::loss_scale_mode_name(value);
+  else if constexpr (std::is_same_v<T, std::string>) return value;
+  else if constexpr (std::is_floating_point_v<T>) return fmt::format("{:.17g}", static_cast<double>(value));
+  else return fmt::format("{}", value);
+}
+
+// `path` is the chain of members from ExperimentConfig to the value, e.g. &ExperimentConfig::data,
+// &data::DataConfig::batch_size.
+template <typename... Members>
+KeyBinding binding(std::string key, Members... path) {
+  return {key,
+          [key, path...](const config::Spec& spec, ExperimentConfig& c) {
+            auto& member = (c.*....*path);
+            member = read_value<std::decay_t<decltype(member)>>(spec, key);
+          },
+          [path...](const ExperimentConfig& c) { return show_value((c.*....*path)); }};
+}
+
+using E = ExperimentConfig;
+using M = models::ModelConfig;
+using D = data::DataConfig;
+using P = precision::PrecisionConfig;
+using L = precision::LossScaleConfig;
+using O = train::OptimizerConfig;
+using S = train::ScheduleConfig;
+using T = train::TrainConfig;
+
+std::vector<KeyBinding> all_bindings() {
+  return {
+      binding("experiment.name", &E::name),
+      binding("experiment.seed", &E::seed),
+      binding("experiment.output_root", &E::output_root),
+      binding("model.name", &E::model, &M::name),
+      binding("model.heads", &E::model, &M::bert_heads),
+      binding("model.hf_config", &E::model, &M::hf_config),
+      binding("model.head", &E::model, &M::bert_head),
+      binding("model.hidden_sizes", &E::model, &M::mlp, &models::MlpConfig::hidden_sizes),
+      binding("model.activation", &E::model, &M::mlp, &models::MlpConfig::activation),
+      binding("model.dropout", &E::model, &M::dropout),
+      binding("model.init_from", &E::model, &M::init_from),
+      binding("model.small_input", &E::model, &M::resnet, &models::ResNetConfig::small_input),
+      binding("model.zero_init_residual", &E::model, &M::resnet, &models::ResNetConfig::zero_init_residual),
+      binding("model.channels_last", &E::model, &M::resnet, &models::ResNetConfig::channels_last),
+      binding("data.name", &E::data, &D::name),
+      binding("data.root", &E::data, &D::root),
+      binding("data.batch_size", &E::data, &D::batch_size),
+      binding("data.image_size", &E::data, &D::image_size),
+      binding("data.channels", &E::data, &D::channels),
+      binding("data.augment", &E::data, &D::augment),
+      binding("data.workers", &E::data, &D::workers),
+      binding("data.vocab", &E::data, &D::vocab),
+      binding("data.lowercase", &E::data, &D::lowercase),
+      binding("data.seq_len", &E::data, &D::seq_len),
+      binding("data.mask_prob", &E::data, &D::mask_prob),
+      binding("data.test_every", &E::data, &D::test_every),
+      binding("data.shuffle", &E::data, &D::shuffle),
+      binding("data.train_limit", &E::data, &D::train_limit),
+      binding("data.test_limit", &E::data, &D::test_limit),
+      binding("precision.mode", &E::precision, &P::mode),
+      binding("precision.strategy", &E::precision, &P::strategy),
+      binding("precision.fp32_modules", &E::precision, &P::fp32_modules),
+      binding("precision.tf32", &E::precision, &P::tf32),
+      binding("precision.loss_scale.mode", &E::precision, &P::loss_scale, &L::mode),
+      binding("precision.loss_scale.init", &E::precision, &P::loss_scale, &L::init),
+      binding("precision.loss_scale.growth_factor", &E::precision, &P::loss_scale, &L::growth_factor),
+      binding("precision.loss_scale.backoff_factor", &E::precision, &P::loss_scale, &L::backoff_factor),
+      binding("precision.loss_scale.growth_interval", &E::precision, &P::loss_scale, &L::growth_interval),
+      binding("precision.loss_scale.hysteresis", &E::precision, &P::loss_scale, &L::hysteresis),
+      binding("precision.loss_scale.min_scale", &E::precision, &P::loss_scale, &L::min_scale),
+      binding("precision.loss_scale.max_scale", &E::precision, &P::loss_scale, &L::max_scale),
+      binding("precision.loss_scale.max_overflows_at_min", &E::precision, &P::loss_scale, &L::max_overflows_at_min),
+      binding("optimizer.name", &E::optimizer, &O::name),
+      binding("optimizer.lr", &E::optimizer, &O::lr),
+      binding("optimizer.momentum", &E::optimizer, &O::momentum),
+      binding("optimizer.nesterov", &E::optimizer, &O::nesterov),
+      binding("optimizer.weight_decay", &E::optimizer, &O::weight_decay),
+      binding("optimizer.beta1", &E::optimizer, &O::beta1),
+      binding("optimizer.beta2", &E::optimizer, &O::beta2),
+      binding("optimizer.eps", &E::optimizer, &O::eps),
+      binding("schedule.name", &E::schedule, &S::name),
+      binding("schedule.warmup_steps", &E::schedule, &S::warmup_steps),
+      binding("schedule.step_size", &E::schedule, &S::step_size),
+      binding("schedule.gamma", &E::schedule, &S::gamma),
+      binding("schedule.min_lr_ratio", &E::schedule, &S::min_lr_ratio),
+      binding("schedule.base_batch_size", &E::base_batch_size),
+      binding("train.epochs", &E::epochs),
+      binding("train.max_steps", &E::max_steps),
+      binding("train.log_every_steps", &E::train, &T::log_every_steps),
+      binding("train.eval_every_steps", &E::train, &T::eval_every_steps),
+      binding("train.eval_batch_size", &E::train, &T::eval_batch_size),
+      binding("train.grad_clip_norm", &E::train, &T::grad_clip_norm),
+      binding("train.grad_accum_steps", &E::train, &T::grad_accum_steps),
+      binding("train.max_consecutive_skips", &E::train, &T::max_consecutive_skips),
+      binding("train.progress", &E::progress),
+      binding("checkpoint.every_steps", &E::train, &T::checkpoint_every_steps),
+      binding("checkpoint.keep_last", &E::checkpoint_keep_last),
+      binding("device.type", &E::device),
+      binding("device.threads", &E::threads),
+      binding("distributed.backend", &E::distributed, &dist::GroupConfig::backend),
+      binding("distributed.timeout_sec", &E::distributed, &dist::GroupConfig::timeout_sec),
+      binding("distributed.bucket_mb", &E::train, &T::bucket_mb),
+      binding("distributed.sync_batchnorm", &E::sync_batchnorm),
+      binding("debug.check_numerics", &E::check_numerics),
+      binding("debug.inject_nonfinite_grad_at", &E::train, &T::inject_nonfinite_grad_at),
+      binding("debug.inject_nonfinite_param", &E::train, &T::inject_nonfinite_param),
+      binding("debug.stop_after_steps", &E::train, &T::stop_after_steps),
+      binding("debug.inject_nonfinite_rank", &E::train, &T::inject_nonfinite_rank),
+      binding("debug.die_at_step", &E::train, &T::die_at_step),
+      binding("debug.forbid_host_syncs", &E::train, &T::forbid_host_syncs),
+  };
+}
+
+// The bindings in the key table's order, after checking that the two list the same keys once each.
+std::vector<KeyBinding> checked_bindings() {
+  std::map<std::string, KeyBinding> by_key;
+  for (auto& binding : all_bindings()) {
+    const std::string key = binding.key;
+    if (!by_key.emplace(key, std::move(binding)).second) throw Error("run/sections.cpp binds " + key + " twice");
+  }
+  std::vector<KeyBinding> ordered;
+  for (const auto& row : config::schema()) {
+    auto found = by_key.find(row.key);
+    if (found == by_key.end()) throw Error("run/sections.cpp binds no member to the spec key " + row.key);
+    ordered.push_back(std::move(found->second));
+    by_key.erase(found);
+  }
+  if (!by_key.empty()) throw Error("run/sections.cpp binds " + by_key.begin()->first + ", which is no spec key");
+  return ordered;
+}
+
+}  // namespace
+
+const std::vector<KeyBinding>& key_bindings() {
+  static const std::vector<KeyBinding> bindings = checked_bindings();
+  return bindings;
+}
+
+ExperimentConfig read_sections(const config::Spec& spec) {
+  ExperimentConfig c;
+  for (const auto& binding : key_bindings()) binding.read(spec, c);
+  c.schedule.peak_lr = c.optimizer.lr;  // before the linear scaling rule, which the wiring applies
+  return c;
+}
+
+}  // namespace mpt::run

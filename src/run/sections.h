@@ -1,0 +1,56 @@
+// A resolved spec cut into the config structs its components take. The command wiring is the only code that holds
+// all of them; each component receives its own section.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/spec.h"
+#include "data/dataset.h"
+#include "dist/process_group.h"
+#include "models/registry.h"
+#include "precision/policy.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
+#include "train/train_config.h"
+
+namespace mpt::run {
+
+struct ExperimentConfig {
+  std::string name;
+  uint64_t seed = 0;
+  std::string output_root = "runs";
+  models::ModelConfig model;
+  data::DataConfig data;
+  precision::PrecisionConfig precision;
+  train::OptimizerConfig optimizer;
+  train::ScheduleConfig schedule;   // peak_lr, warmup and total_steps are completed by the wiring
+  int64_t base_batch_size = 0;      // the linear scaling rule's reference batch (0 = off)
+  train::TrainConfig train;         // total_steps and eval cadence are completed by the wiring
+  int64_t epochs = 10;
+  int64_t max_steps = 0;
+  int64_t checkpoint_keep_last = 3;
+  std::string progress = "auto";
+  bool check_numerics = false;
+  std::string device = "cpu";
+  int64_t threads = 0;
+  dist::GroupConfig distributed;
+  bool sync_batchnorm = false;
+};
+
+ExperimentConfig read_sections(const config::Spec& spec);
+
+// One row of the key table bound to the member that receives it: `read` copies the spec's value in, `show`
+// writes the member's value as text (tests compare the structs' own defaults with the table's).
+struct KeyBinding {
+  std::string key;
+  std::function<void(const config::Spec&, ExperimentConfig&)> read;
+  std::function<std::string(const ExperimentConfig&)> show;
+};
+
+// Every binding, in the key table's order. Throws mpt::Error at first use when a key has no member, or a member
+// no key: the table and the structs cannot drift apart silently.
+const std::vector<KeyBinding>& key_bindings();
+
+}  // namespace mpt::run

@@ -1,0 +1,304 @@
+// The A/B measures and verdict; the definitions are spelled out in metric_definitions().
+#include "tools/compare/comparison.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "tools/compare/curves.h"
+
+namespace mpt::compare {
+namespace {
+
+double number_at(const nlohmann::json& object, std::initializer_list<const char*> path, double fallback = NAN) {
+  const nlohmann::json* node = &object;
+  for (const char* key : path) {
+    if (!node->is_object() || !node->contains(key)) return fallback;
+    node = &(*node)[key];
+  }
+  return node->is_number() ? node->get<double>() : fallback;
+}
+
+// A's smoothed train loss at `point` of its training: the loss B must also reach.
+double convergence_target(const RunRecord& baseline, double point) {
+  const Curve& loss = baseline.train_loss;
+  if (loss.empty()) return NAN;
+  const std::vector<double> smoothed = trailing_mean(loss.values, convergence_window(loss.size()));
+  const double at_step = point * static_cast<double>(loss.steps.back());
+  for (size_t i = 0; i < loss.size(); ++i)
+    if (static_cast<double>(loss.steps[i]) >= at_step) return smoothed[i];
+  return smoothed.back();
+}
+
+SideStats side_stats(const std::vector<RunRecord>& runs, double target) {
+  const RunRecord& first = runs.front();
+  const nlohmann::json& summary = first.summary;
+  SideStats side;
+  side.name = first.name;
+  side.dir = first.dir;
+  side.status = first.status;
+  for (const RunRecord& run : runs)
+    if (run.status != "completed") side.status = run.status;
+  side.precision = summary.value("precision", "?");
+  side.steps = first.steps();
+
+  std::vector<double> eval_losses;
+  for (const RunRecord& run : runs) {
+    const double accuracy = number_at(run.summary, {"eval", "accuracy"});
+    if (std::isfinite(accuracy)) side.accuracies.push_back(accuracy);
+    const double loss = number_at(run.summary, {"eval", "loss"});
+    if (!std::isnan(loss)) eval_losses.push_back(loss);
+  }
+  side.accuracy = mean(side.accuracies);
+  side.accuracy_stddev = sample_stddev(side.accuracies);
+  side.eval_loss = mean(eval_losses);
+  side.final_train_loss = number_at(summary, {"train", "loss"});
+
+  const Curve& loss = first.train_loss;
+  side.roughness = roughness(loss.values);
+  if (!loss.empty()) side.final_smoothed_loss = trailing_mean(loss.values, convergence_window(loss.size())).back();
+  if (!loss.empty() && !std::isnan(target)) {
+    const auto smoothed = trailing_mean(loss.values, convergence_window(loss.size()));
+    if (auto index = first_at_or_below(smoothed, target)) {
+      side.steps_to_target = loss.steps[*index];
+      const auto seconds = elapsed_seconds(first.samples_per_sec.steps, first.samples_per_sec.values,
+                                           first.global_batch_size());
+      if (*index < seconds.size()) side.seconds_to_target = seconds[*index];
+    }
+  }
+
+  side.samples_per_sec = number_at(summary, {"samples_per_sec"}, 0.0);
+  side.median_step_ms = number_at(summary, {"step_time_ms", "median"}, 0.0);
+  side.peak_memory_bytes = number_at(summary, {"peak_memory_bytes"}, 0.0);
+  side.wall_time_sec = number_at(summary, {"wall_time_sec"}, 0.0);
+  if (summary.contains("loss_scale")) side.loss_scale_mode = summary["loss_scale"].value("mode", "");
+  side.backoffs = static_cast<int64_t>(number_at(summary, {"loss_scale", "backoffs"}, 0));
+  side.growths = static_cast<int64_t>(number_at(summary, {"loss_scale", "growths"}, 0));
+  side.final_scale = number_at(summary, {"loss_scale", "final"}, 0);
+  side.min_scale = number_at(summary, {"loss_scale", "min"}, 0);
+  side.skipped_steps = static_cast<int64_t>(number_at(summary, {"skipped_steps"}, 0));
+  return side;
+}
+
+double ratio(double numerator, double denominator) {
+  return denominator > 0.0 && numerator > 0.0 ? numerator / denominator : NAN;
+}
+
+// The layers the precision engine blamed across B's runs, most frequent first.
+std::vector<std::string> suspects(const std::vector<RunRecord>& runs) {
+  std::map<std::string, int64_t> grads, activations;
+  for (const RunRecord& run : runs) {
+    for (const auto& [name, count] : run.nonfinite_grad_params) grads[name] += count;
+    for (const auto& [name, count] : run.nonfinite_activation_modules) activations[name] += count;
+  }
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const auto& [name, count] : activations)
+    ranked.emplace_back(count, fmt::format("{} (first non-finite forward output, {}x)", name, count));
+  for (const auto& [name, count] : grads)
+    ranked.emplace_back(count, fmt::format("{} (non-finite gradient on {} skipped step{})", name, count,
+                                           count == 1 ? "" : "s"));
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& l, const auto& r) { return l.first > r.first; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < ranked.size() && i < 5; ++i) out.push_back(ranked[i].second);
+  return out;
+}
+
+std::string percent(double fraction) { return fmt::format("{:.2f}%", 100.0 * fraction); }
+
+}  // namespace
+
+const char* verdict_name(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kPass: return "PASS";
+    case Verdict::kFail: return "FAIL";
+    case Verdict::kRunFailed: return "RUN FAILED";
+  }
+  return "?";
+}
+
+int verdict_exit_code(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kPass: return kExitOk;
+    case Verdict::kFail: return kExitVerdictFailed;
+    case Verdict::kRunFailed: return kExitRunFailed;
+  }
+  return kExitRunFailed;
+}
+
+Comparison compare_runs(const std::vector<RunRecord>& a_runs, const std::vector<RunRecord>& b_runs,
+                        const Thresholds& thresholds) {
+  MPT_CHECK(!a_runs.empty() && !b_runs.empty(), "compare_runs needs at least one run per side");
+  Comparison c;
+  c.thresholds = thresholds;
+  c.repeats = static_cast<int>(std::min(a_runs.size(), b_runs.size()));
+  c.convergence_target = convergence_target(a_runs.front(), thresholds.convergence_point);
+  c.a = side_stats(a_runs, c.convergence_target);
+  c.b = side_stats(b_runs, c.convergence_target);
+  c.suspects = suspects(b_runs);
+
+  c.accuracy_gap = c.b.accuracy - c.a.accuracy;
+  c.relative_accuracy_gap = c.a.accuracy > 0 ? c.accuracy_gap / c.a.accuracy : NAN;
+  if (c.repeats > 1)
+    c.accuracy_noise = std::sqrt((c.a.accuracy_stddev * c.a.accuracy_stddev + c.b.accuracy_stddev * c.b.accuracy_stddev) / 2);
+  c.speedup = ratio(c.b.samples_per_sec, c.a.samples_per_sec);
+  c.step_time_ratio = ratio(c.b.median_step_ms, c.a.median_step_ms);
+  c.memory_ratio = ratio(c.b.peak_memory_bytes, c.a.peak_memory_bytes);
+
+  auto fail = [&](std::string why) {
+    c.failures.push_back(std::move(why));
+    if (c.verdict == Verdict::kPass) c.verdict = Verdict::kFail;
+  };
+  auto run_failed = [&](std::string why) {
+    c.failures.push_back(std::move(why));
+    c.verdict = Verdict::kRunFailed;
+  };
+
+  // A run that did not finish cannot be judged, except a diverged candidate: that is the verdict.
+  for (const RunRecord& run : a_runs)
+    if (run.status != "completed")
+      run_failed(fmt::format("baseline run {} ended '{}'{}", run.dir, run.status,
+                             run.diagnosis.empty() ? "" : ": " + run.diagnosis));
+  for (const RunRecord& run : b_runs) {
+    if (run.status == "diverged") fail(fmt::format("{} diverged: {}", run.dir, run.diagnosis));
+    else if (run.status != "completed") run_failed(fmt::format("run {} ended '{}'", run.dir, run.status));
+  }
+  if (c.verdict == Verdict::kRunFailed) return c;
+
+  if (!c.a.accuracies.empty() && !c.b.accuracies.empty()) {
+    if (-c.accuracy_gap > thresholds.max_accuracy_drop)
+      fail(fmt::format("test accuracy {:.4f} is {} below the baseline's {:.4f} (allowed: {})", c.b.accuracy,
+                       percent(-c.accuracy_gap), c.a.accuracy, percent(thresholds.max_accuracy_drop)));
+    else if (c.accuracy_gap > thresholds.max_accuracy_drop)
+      c.notes.push_back(fmt::format("B's accuracy is {} above A's: more than the bar, so the runs are not "
+                                    "equivalent, though B is not worse", percent(c.accuracy_gap)));
+    if (c.repeats > 1)
+      c.notes.push_back(fmt::format("seed-to-seed noise (pooled std over {} seeds): {}; the gap is {} it",
+                                    c.repeats, percent(c.accuracy_noise),
+                                    std::abs(c.accuracy_gap) <= 2 * c.accuracy_noise ? "within 2x" : "beyond 2x"));
+  } else if (std::isfinite(c.a.eval_loss) && !std::isnan(c.b.eval_loss)) {
+    const double rise = (c.b.eval_loss - c.a.eval_loss) / std::abs(c.a.eval_loss);
+    if (!(rise <= thresholds.max_eval_loss_rise))
+      fail(fmt::format("evaluation loss {:.4f} is {} above the baseline's {:.4f} (allowed: {})", c.b.eval_loss,
+                       percent(rise), c.a.eval_loss, percent(thresholds.max_eval_loss_rise)));
+  } else {
+    fail("the runs have no evaluation metric to compare (did they evaluate?)");
+  }
+
+  // Missing the target by a hair at the very end is noise; ending clearly above it is slower convergence.
+  if (std::isfinite(c.convergence_target) && !c.b.steps_to_target &&
+      !(c.b.final_smoothed_loss <= c.convergence_target * (1.0 + thresholds.max_final_loss_excess)))
+    fail(fmt::format("B never reached the baseline's loss {:.4f} (A's smoothed loss at {:.0f}% of training) and "
+                     "ended at {:.4f}, more than {} above it",
+                     c.convergence_target, 100 * thresholds.convergence_point, c.b.final_smoothed_loss,
+                     percent(thresholds.max_final_loss_excess)));
+
+  const double roughness_ratio = c.a.roughness > 0 ? c.b.roughness / c.a.roughness : 1.0;
+  if (roughness_ratio > thresholds.max_roughness_ratio)
+    fail(fmt::format("B's loss curve is {:.1f}x as rough as A's ({:.4f} vs {:.4f}; allowed: {:.1f}x)",
+                     roughness_ratio, c.b.roughness, c.a.roughness, thresholds.max_roughness_ratio));
+
+  const double skipped_fraction = c.b.steps > 0 ? static_cast<double>(c.b.skipped_steps) / c.b.steps : 0.0;
+  if (skipped_fraction > thresholds.max_skipped_fraction)
+    fail(fmt::format("B skipped {} of {} optimizer steps ({}) on gradient overflow (allowed: {})", c.b.skipped_steps,
+                     c.b.steps, percent(skipped_fraction), percent(thresholds.max_skipped_fraction)));
+
+  if (c.verdict == Verdict::kFail && !c.suspects.empty())
+    c.notes.push_back("the precision engine named these layers in B's run; consider keeping them in FP32 "
+                      "(precision.fp32_modules): " + fmt::format("{}", fmt::join(c.suspects, "; ")));
+  return c;
+}
+
+std::vector<std::string> metric_definitions(const Thresholds& t) {
+  return {
+      fmt::format("Accuracy gap: B's final test accuracy minus A's (absolute; relative = gap / A). B fails when it "
+                  "trails A by more than {}. With --repeats N, both are means over seeds seed..seed+N-1 and the "
+                  "noise is the pooled sample standard deviation of the two sides.",
+                  percent(t.max_accuracy_drop)),
+      fmt::format("Convergence: each train-loss curve is smoothed by a trailing mean over 5% of its logged points; "
+                  "the target is A's smoothed loss at {:.0f}% of its steps; reported are the first step (and the "
+                  "training seconds, from the logged throughput) at which each smoothed curve reaches it. B fails "
+                  "when it never does and ends more than {} above it.",
+                  100 * t.convergence_point, percent(t.max_final_loss_excess)),
+      fmt::format("Roughness: RMS of a loss curve's residual from its local quadratic trend (least-squares parabola "
+                  "over {} points either side), divided by the curve's mean, over the points after the first 10%; "
+                  "0.01 is ~1% jitter. B fails above {:.1f}x A's.",
+                  kRoughnessHalfWidth, t.max_roughness_ratio),
+      "Throughput: samples/s over the whole training loop (evaluation and checkpoints excluded); speed-up = B/A. "
+      "Step time: median optimizer-step time, ratio B/A. Memory: peak resident memory of the process (RSS on "
+      "CPU), ratio B/A.",
+      fmt::format("Loss scale: backoffs, growths, final and minimum scale, and skipped steps; B fails when it skips "
+                  "more than {} of its steps or diverges.",
+                  percent(t.max_skipped_fraction)),
+  };
+}
+
+namespace {
+
+nlohmann::json optional_json(const std::optional<int64_t>& value) { return value ? nlohmann::json(*value) : nullptr; }
+nlohmann::json optional_json(const std::optional<double>& value) { return value ? nlohmann::json(*value) : nullptr; }
+nlohmann::json finite_or_null(double value) { return std::isfinite(value) ? nlohmann::json(value) : nullptr; }
+
+nlohmann::json side_json(const SideStats& s) {
+  return {
+      {"name", s.name},
+      {"run_dir", s.dir},
+      {"status", s.status},
+      {"precision", s.precision},
+      {"steps", s.steps},
+      {"accuracy", finite_or_null(s.accuracy)},
+      {"accuracies", s.accuracies},
+      {"accuracy_stddev", s.accuracy_stddev},
+      {"eval_loss", finite_or_null(s.eval_loss)},
+      {"final_train_loss", finite_or_null(s.final_train_loss)},
+      {"final_smoothed_loss", finite_or_null(s.final_smoothed_loss)},
+      {"steps_to_target", optional_json(s.steps_to_target)},
+      {"seconds_to_target", optional_json(s.seconds_to_target)},
+      {"roughness", finite_or_null(s.roughness)},
+      {"samples_per_sec", s.samples_per_sec},
+      {"median_step_ms", s.median_step_ms},
+      {"peak_memory_bytes", s.peak_memory_bytes},
+      {"wall_time_sec", s.wall_time_sec},
+      {"loss_scale",
+       {{"mode", s.loss_scale_mode},
+        {"backoffs", s.backoffs},
+        {"growths", s.growths},
+        {"skipped_steps", s.skipped_steps},
+        {"final", s.final_scale},
+        {"min", s.min_scale}}},
+  };
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Comparison& c) {
+  return {
+      {"verdict", verdict_name(c.verdict)},
+      {"exit_code", verdict_exit_code(c.verdict)},
+      {"failures", c.failures},
+      {"notes", c.notes},
+      {"suspects", c.suspects},
+      {"a", side_json(c.a)},
+      {"b", side_json(c.b)},
+      {"repeats", c.repeats},
+      {"accuracy_gap", finite_or_null(c.accuracy_gap)},
+      {"relative_accuracy_gap", finite_or_null(c.relative_accuracy_gap)},
+      {"accuracy_noise", c.accuracy_noise},
+      {"convergence_target_loss", finite_or_null(c.convergence_target)},
+      {"speedup", finite_or_null(c.speedup)},
+      {"step_time_ratio", finite_or_null(c.step_time_ratio)},
+      {"memory_ratio", finite_or_null(c.memory_ratio)},
+      {"allowed_differences", c.allowed_differences},
+      {"thresholds",
+       {{"max_accuracy_drop", c.thresholds.max_accuracy_drop},
+        {"max_eval_loss_rise", c.thresholds.max_eval_loss_rise},
+        {"max_roughness_ratio", c.thresholds.max_roughness_ratio},
+        {"max_skipped_fraction", c.thresholds.max_skipped_fraction},
+        {"convergence_point", c.thresholds.convergence_point},
+        {"max_final_loss_excess", c.thresholds.max_final_loss_excess}}},
+      {"definitions", metric_definitions(c.thresholds)},
+  };
+}
+
+}  // namespace mpt::compare

@@ -1,0 +1,88 @@
+// Reading a run directory back (the field names are the contract written by src/train).
+#include "tools/compare/run_record.h"
+
+#include <filesystem>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/json.h"
+
+namespace mpt::compare {
+namespace {
+
+using StepSeries = std::map<int64_t, double>;  // last record of a step wins
+
+Curve to_curve(const StepSeries& series) {
+  Curve curve;
+  for (const auto& [step, value] : series) curve.steps.push_back(step), curve.values.push_back(value);
+  return curve;
+}
+
+double number_or(const nlohmann::json& object, const char* key, double fallback) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+}  // namespace
+
+int64_t RunRecord::steps() const { return summary.value("steps", int64_t{0}); }
+int64_t RunRecord::global_batch_size() const { return summary.value("global_batch_size", int64_t{0}); }
+
+RunRecord load_run_record(const std::string& dir) {
+  RunRecord run;
+  run.dir = dir;
+  const std::string summary_path = dir + "/summary.json";
+  if (!std::filesystem::exists(summary_path))
+    throw Error(dir + ": no summary.json; is this a run directory of a run that ended?");
+  run.summary = parse_json(read_file(summary_path));
+  if (run.summary.is_discarded() || !run.summary.is_object())
+    throw Error(summary_path + ": not a JSON object (a damaged summary; rerun the run to rewrite it)");
+  run.name = run.summary.value("name", std::filesystem::path(dir).filename().string());
+  run.status = run.summary.value("status", "unknown");
+  if (run.summary.contains("diagnosis")) run.diagnosis = run.summary["diagnosis"].get<std::string>();
+
+  StepSeries loss, lr, scale, throughput, eval_loss, eval_accuracy;
+  const std::string metrics_path = dir + "/metrics.jsonl";
+  if (std::filesystem::exists(metrics_path)) {
+    for (const nlohmann::json& record : read_jsonl_records(metrics_path)) {
+      const std::string kind = record.value("kind", "");
+      const int64_t step = record.value("step", int64_t{-1});
+      if (step < 0) continue;
+      if (kind == "train") {
+        loss[step] = number_or(record, "loss", NAN);
+        lr[step] = number_or(record, "lr", NAN);
+        scale[step] = number_or(record, "loss_scale", NAN);
+        throughput[step] = number_or(record, "samples_per_sec", NAN);
+      } else if (kind == "eval" && record.contains("eval")) {
+        eval_loss[step] = number_or(record["eval"], "loss", NAN);
+        eval_accuracy[step] = number_or(record["eval"], "accuracy", NAN);
+      }
+    }
+  }
+  run.train_loss = to_curve(loss), run.lr = to_curve(lr), run.loss_scale = to_curve(scale);
+  run.samples_per_sec = to_curve(throughput);
+  run.eval_loss = to_curve(eval_loss), run.eval_accuracy = to_curve(eval_accuracy);
+
+  const std::string events_path = dir + "/events.jsonl";
+  if (std::filesystem::exists(events_path)) {
+    std::map<std::pair<int64_t, std::string>, ScaleEvent> scale_events;  // a resumed run may repeat some
+    for (const nlohmann::json& event : read_jsonl_records(events_path)) {
+      const std::string kind = event.value("kind", "");
+      const int64_t step = event.value("step", int64_t{0});
+      if (kind == "backoff" || kind == "growth") {
+        scale_events[{step, kind}] = ScaleEvent{step, kind, number_or(event, "new_scale", NAN)};
+      } else if (kind == "skip" && event.contains("nonfinite_params")) {
+        for (const auto& param : event["nonfinite_params"])
+          if (param.contains("name")) ++run.nonfinite_grad_params[param["name"].get<std::string>()];
+      } else if (kind == "nonfinite_activation" && event.contains("module")) {
+        ++run.nonfinite_activation_modules[event["module"].get<std::string>()];
+      } else if (kind == "diverged" && run.diagnosis.empty()) {
+        run.diagnosis = event.value("reason", "");
+      }
+    }
+    for (auto& [key, event] : scale_events) run.scale_events.push_back(std::move(event));
+  }
+  return run;
+}
+
+}  // namespace mpt::compare

@@ -1,0 +1,29 @@
+// ROOT/history.jsonl: one record per job per night, appended so that a crash or a full disk never damages
+// earlier records; and regression detection against the median of a job's recent successful nights.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tools/nightly/suite.h"
+
+namespace mpt::nightly {
+
+// Appends `record` as one line. On any failure (ENOSPC, EFBIG, ...) the file is cut back to its previous length
+// and mpt::Error names the file and the reason.
+void append_history(const std::string& path, const nlohmann::json& record);
+
+// Every record; a torn final line (a crash mid-append) is ignored, any other bad line is an error.
+std::vector<nlohmann::json> read_history(const std::string& path);
+
+// What changed for the worse in `current` (a job's record tonight) against the median of the last
+// rules.window records of the same job with status "ok" in `history` (tonight excluded). Empty when fine or
+// when there is no history yet.
+std::vector<std::string> find_regressions(const nlohmann::json& current, const std::vector<nlohmann::json>& history,
+                                          const RegressionRules& rules);
+
+double median(std::vector<double> values);
+
+}  // namespace mpt::nightly

@@ -1,0 +1,133 @@
+// Nightly jobs as child processes.
+#include "tools/nightly/jobs.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/json.h"
+#include "common/process.h"
+
+namespace mpt::nightly {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json read_json_or_null(const std::string& path) {
+  if (!fs::exists(path)) return nullptr;
+  auto json = parse_json(read_file(path));
+  return json.is_discarded() ? nlohmann::json(nullptr) : json;
+}
+
+// What went wrong, in one line for the morning summary: mpt's last error (with the lines that detail it),
+// else the last verdict failure, else the log's last line.
+std::string failure_reason(const std::string& log_path) {
+  std::ifstream log(log_path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(log, line);)
+    if (!line.empty()) lines.push_back(line);
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    if (it->rfind("mpt: error:", 0) != 0) continue;
+    std::string reason = *it;
+    for (auto detail = it.base(); detail != lines.end() && detail - it.base() < 3; ++detail) reason += " |" + *detail;
+    return reason;
+  }
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it)
+    if (it->find("FAIL:") != std::string::npos) return *it;
+  return lines.empty() ? "no output" : lines.back();
+}
+
+nlohmann::json train_metrics(const nlohmann::json& s) {
+  auto at = [&](const char* a, const char* b = nullptr) -> nlohmann::json {
+    if (!s.contains(a)) return nullptr;
+    const auto& node = b ? (s[a].contains(b) ? s[a][b] : nlohmann::json(nullptr)) : s[a];
+    return node.is_number() ? node : nlohmann::json(nullptr);
+  };
+  return {{"accuracy", at("eval", "accuracy")},   {"eval_loss", at("eval", "loss")},
+          {"samples_per_sec", at("samples_per_sec")}, {"median_step_ms", at("step_time_ms", "median")},
+          {"peak_memory_bytes", at("peak_memory_bytes")}, {"steps", at("steps")},
+          {"skipped_steps", at("skipped_steps")},     {"backoffs", at("loss_scale", "backoffs")},
+          {"min_scale", at("loss_scale", "min")},     {"final_scale", at("loss_scale", "final")}};
+}
+
+nlohmann::json ab_metrics(const nlohmann::json& c) {
+  auto side = [&](const char* s, const char* key) -> nlohmann::json {
+    return c.contains(s) && c[s].contains(key) ? c[s][key] : nlohmann::json(nullptr);
+  };
+  return {{"verdict", c.value("verdict", "?")},
+          {"accuracy_gap", c.value("accuracy_gap", nlohmann::json(nullptr))},
+          {"speedup", c.value("speedup", nlohmann::json(nullptr))},
+          {"memory_ratio", c.value("memory_ratio", nlohmann::json(nullptr))},
+          {"a_accuracy", side("a", "accuracy")},
+          {"b_accuracy", side("b", "accuracy")},
+          {"b_samples_per_sec", side("b", "samples_per_sec")},
+          {"b_skipped_steps", c.contains("b") ? c["b"]["loss_scale"].value("skipped_steps", nlohmann::json(nullptr))
+                                              : nlohmann::json(nullptr)}};
+}
+
+}  // namespace
+
+nlohmann::json job_to_json(const Job& job) {
+  return {{"name", job.name},         {"kind", job.kind},
+          {"specs", job.specs},       {"overrides", job.overrides},
+          {"allow_diff", job.allow_diff}, {"time_budget_sec", job.time_budget_sec},
+          {"tags", job.tags}};
+}
+
+Job job_from_json(const nlohmann::json& json) {
+  Job job;
+  job.name = json.at("name").get<std::string>();
+  job.kind = json.at("kind").get<std::string>();
+  job.specs = json.at("specs").get<std::vector<std::string>>();
+  job.overrides = json.value("overrides", std::vector<std::string>{});
+  job.allow_diff = json.value("allow_diff", std::vector<std::string>{});
+  job.time_budget_sec = json.value("time_budget_sec", 0.0);
+  job.tags = json.value("tags", std::vector<std::string>{});
+  return job;
+}
+
+nlohmann::json run_job(const Job& job, const std::string& job_dir, const volatile int* stop_requested) {
+  fs::create_directories(job_dir);
+  std::vector<std::string> args = {process::self_executable()};
+  if (job.kind == "train") {
+    args.insert(args.end(), {"train", job.specs.at(0)});
+    args.insert(args.end(), job.overrides.begin(), job.overrides.end());
+    args.insert(args.end(), {"--run-dir", job_dir, "--resume", "auto"});
+  } else {
+    args.insert(args.end(), {"ab-compare", job.specs.at(0), job.specs.at(1)});
+    args.insert(args.end(), job.overrides.begin(), job.overrides.end());
+    args.insert(args.end(), {"--out", job_dir});
+    if (!job.allow_diff.empty()) args.insert(args.end(), {"--allow-diff", fmt::format("{}", fmt::join(job.allow_diff, ","))});
+  }
+  process::ChildOptions options;
+  options.log_path = job_dir + "/job.log";
+  options.timeout_sec = job.time_budget_sec;
+  options.own_process_group = true;  // a budget must stop ab-compare's runs as well
+  const process::ChildResult child = process::run_child(args, options, stop_requested);
+
+  nlohmann::json record = {{"job", job.name},          {"kind", job.kind},   {"exit_code", child.exit_code},
+                           {"seconds", child.seconds}, {"run_dir", job_dir}, {"tags", job.tags}};
+  std::string status;
+  if (job.kind == "train") {
+    const nlohmann::json summary = read_json_or_null(job_dir + "/summary.json");
+    if (summary.is_object()) record["metrics"] = train_metrics(summary);
+    const std::string run_status = summary.is_object() ? summary.value("status", "") : "";
+    status = child.exit_code == 0 ? "ok" : run_status == "diverged" ? "diverged" : "failed";
+  } else {
+    const nlohmann::json compare = read_json_or_null(job_dir + "/compare.json");
+    if (compare.is_object() && child.exit_code != 2) record["metrics"] = ab_metrics(compare);
+    status = child.exit_code == 0 ? "ok" : child.exit_code == kExitVerdictFailed ? "verdict_fail" : "failed";
+  }
+  if (child.timed_out) status = "timeout";
+  record["status"] = status;
+  if (status != "ok") {
+    record["reason"] = child.timed_out ? fmt::format("stopped at its time budget of {:.0f} s", job.time_budget_sec)
+                                       : failure_reason(options.log_path);
+  }
+  return record;
+}
+
+}  // namespace mpt::nightly

@@ -1,0 +1,43 @@
+// Structured run events (events.jsonl) with a readable twin in the log: every loss-scale backoff and growth,
+// every skipped step, checkpoints written and rejected, resumes, divergence.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+
+#include "common/files.h"
+#include "data/loader.h"
+#include "precision/diagnosis.h"
+#include "precision/loss_scaler.h"
+#include "precision/numerics.h"
+
+namespace mpt::train {
+
+class EventLog {
+ public:
+  EventLog(const std::string& path, std::shared_ptr<spdlog::logger> logger)
+      : writer_(path), logger_(std::move(logger)) {}
+
+  void skipped_step(int64_t step, double scale, int64_t skipped_so_far, const std::string& reason,
+                    const std::vector<precision::NonfiniteGrad>& culprits);
+  void scale_change(int64_t step, const precision::ScaleUpdate& update, int64_t skipped_so_far);
+  void nonfinite_activation(int64_t step, const precision::NonfiniteActivation& activation);
+  void checkpoint_saved(int64_t step, const std::string& path);
+  void checkpoint_rejected(const std::string& path, const std::string& why);
+  void resumed(int64_t step, const std::string& path);
+  // A crash left `path` ending in a partial line; its `bytes` were cut before appending.
+  void torn_tail_cut(const std::string& path, int64_t bytes);
+  // A checkpoint from a run with another global batch (world size): the data position was converted.
+  void data_resharded(int64_t step, const data::DataPosition& saved, const data::DataPosition& now);
+  void diverged(int64_t step, const std::string& diagnosis);
+
+ private:
+  void record(nlohmann::json event);
+
+  JsonlWriter writer_;
+  std::shared_ptr<spdlog::logger> logger_;
+};
+
+}  // namespace mpt::train

@@ -1,0 +1,47 @@
+// The trainer's reporting window: the metrics line every log_every_steps (one host sync for the running sums)
+// and the live progress line between them.
+#include <algorithm>
+
+#include "train/trainer.h"
+
+namespace mpt::train {
+
+void Trainer::log_window() {
+  const double window_seconds = window_seconds_;
+  sum_across_ranks({window_loss_, window_correct_}, window_predictions_, window_samples_);
+  const double loss = window_loss_.item<double>() / window_predictions_;
+  nlohmann::json line = {{"kind", "train"},
+                         {"step", state_.step},
+                         {"epoch", state_.data.epoch},
+                         {"loss", loss},
+                         {"accuracy", window_correct_.item<double>() / window_predictions_},
+                         {"lr", current_lr_},
+                         {"loss_scale", scaler_.scale()},
+                         {"skipped_steps", state_.skipped_steps},
+                         {"samples_per_sec", window_samples_ / std::max(window_seconds, 1e-9)}};
+  if (last_grad_norm_.defined()) line["grad_norm"] = last_grad_norm_.item<double>();
+  if (group_->distributed()) line["world_size"] = group_->world_size();
+  sinks_.metrics.write(line);
+  for (const char* key : {"loss", "accuracy", "lr", "loss_scale", "skipped_steps", "samples_per_sec", "grad_norm"})
+    if (line.contains(key)) sinks_.tensorboard.scalar(std::string("train/") + key, state_.step, line[key].get<double>());
+  last_loss_ = loss;
+  seconds_per_step_ = window_seconds / window_steps_;
+  samples_per_sec_ = window_samples_ / std::max(window_seconds, 1e-9);
+  if (!sinks_.progress.live() || state_.step == config_.total_steps)
+    sinks_.logger->info("{}", io::format_progress(progress_line()));
+  window_loss_.zero_(), window_correct_.zero_(), window_steps_ = 0, window_samples_ = 0, window_predictions_ = 0;
+  window_seconds_ = 0.0;
+}
+
+io::ProgressLine Trainer::progress_line() const {
+  // Between log lines the rate comes from the steps since the last one (host clock only: no device sync), so the
+  // live line moves from the first step instead of showing zeros until the first log point.
+  const bool live = window_steps_ > 0 && window_seconds_ > 0.0;
+  const double per_step = live ? window_seconds_ / static_cast<double>(window_steps_) : seconds_per_step_;
+  const double rate = live ? static_cast<double>(window_samples_ * group_->world_size()) / window_seconds_
+                           : samples_per_sec_;
+  return {state_.step, config_.total_steps, last_loss_, scaler_.scale(), current_lr_, rate,
+          per_step * static_cast<double>(config_.total_steps - state_.step)};
+}
+
+}  // namespace mpt::train

@@ -1,0 +1,44 @@
+// The host settings mpt makes at start-up, and the thread pool its own loops run on.
+#include <catch2/catch.hpp>
+
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+
+#include "device/hardware.h"
+#include "tests/support/helpers.h"
+
+TEST_CASE("under tcmalloc, start-up sets the release rate to 0 unless TCMALLOC_RELEASE_RATE is set", "[fast]") {
+  // The test binary links tcmalloc as mpt does (setup installs it); without it there is nothing to check.
+  mpt::hardware::tune_host_allocator();
+  if (mpt::hardware::allocator_description().rfind("tcmalloc", 0) != 0) {
+    CHECK_THAT(mpt::hardware::allocator_description(), !Catch::Contains("release rate"));
+    return;
+  }
+  using GetRate = double (*)(void*);
+  using Instance = void* (*)();
+  auto instance = reinterpret_cast<Instance>(dlsym(RTLD_DEFAULT, "_ZN15MallocExtension8instanceEv"));
+  auto get_rate =
+      reinterpret_cast<GetRate>(dlsym(RTLD_DEFAULT, "_ZN22TCMallocImplementation20GetMemoryReleaseRateEv"));
+  REQUIRE(instance);  // the symbols the setting reaches through (gperftools' libtcmalloc_minimal.so.4)
+  REQUIRE(get_rate);
+  const char* from_environment = std::getenv("TCMALLOC_RELEASE_RATE");
+  if (from_environment) {
+    CHECK(get_rate(instance()) == Approx(std::atof(from_environment)));
+    CHECK_THAT(mpt::hardware::allocator_description(), Catch::Contains("TCMALLOC_RELEASE_RATE="));
+  } else {
+    CHECK(get_rate(instance()) == 0.0);
+    CHECK_THAT(mpt::hardware::allocator_description(), Catch::Contains("release rate 0"));
+  }
+}
+
+TEST_CASE("mpt's own parallel loops run on every thread of LibTorch's pool", "[fast]") {
+  // at::parallel_for is inline: compiled without OpenMP, mpt's fused optimizers, dropout and gradient check ran
+  // on one thread whatever LibTorch's thread count (docs/performance.md, finding 26).
+#ifndef _OPENMP
+  WARN("built with MPT_OPENMP=OFF (the GPU check's build): mpt's loops run on one thread by design");
+  return;
+#endif
+  mpt::testing::with_threads(2, [] { CHECK(mpt::hardware::own_loop_threads() == 2); });
+}

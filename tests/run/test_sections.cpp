@@ -1,0 +1,48 @@
+// The key table bound to the config structs: every key has exactly one member, and the structs' own defaults are
+// the table's (a component built from a default struct behaves as a spec that sets nothing).
+#include <catch2/catch.hpp>
+
+#include "config/load.h"
+#include "config/schema.h"
+#include "run/resolve.h"
+#include "run/sections.h"
+
+TEST_CASE("every spec key binds to one member and the structs default to the key table", "[fast][config]") {
+  const auto& bindings = mpt::run::key_bindings();  // throws when the table and the bindings disagree
+  REQUIRE(bindings.size() == mpt::config::schema().size());
+  // Resolution decides the "auto" keys for the machine; every key it leaves at its default is compared.
+  mpt::config::Spec spec = mpt::config::parse_spec("", "/specs/empty.yaml", {});
+  mpt::run::resolve_spec(spec, mpt::run::HardwareFacts{false, 0, false});
+  const mpt::run::ExperimentConfig from_table = mpt::run::read_sections(spec);
+  const mpt::run::ExperimentConfig constructed;
+  size_t compared = 0;
+  for (const auto& binding : bindings) {
+    if (spec.origin(binding.key) != "default") continue;
+    INFO(binding.key);
+    CHECK(binding.show(constructed) == binding.show(from_table));
+    ++compared;
+  }
+  CHECK(compared + 8 >= bindings.size());  // resolution owns only a handful of keys
+}
+
+TEST_CASE("a spec value reaches its member", "[fast][config]") {
+  const auto c = mpt::run::read_sections(mpt::config::parse_spec(
+      "model:\n  dropout: 0.25\nprecision:\n  loss_scale:\n    mode: static\n    init: 1024\ndebug:\n"
+      "  inject_nonfinite_grad_at: [3, 5]\n",
+      "exp.yaml", {"data.batch_size=32", "distributed.bucket_mb=4"}));
+  CHECK(c.model.dropout == 0.25);
+  CHECK(c.precision.loss_scale.mode == mpt::precision::LossScaleMode::kStatic);
+  CHECK(c.precision.loss_scale.init == 1024.0);
+  CHECK(c.train.inject_nonfinite_grad_at == std::vector<int64_t>{3, 5});
+  CHECK(c.data.batch_size == 32);
+  CHECK(c.train.bucket_mb == 4.0);
+  CHECK(c.schedule.peak_lr == c.optimizer.lr);
+}
+
+TEST_CASE("the key table says which keys may change when a run resumes", "[fast][config]") {
+  CHECK(mpt::config::may_differ_on_resume("train.epochs"));
+  CHECK(mpt::config::may_differ_on_resume("debug.stop_after_steps"));
+  CHECK_FALSE(mpt::config::may_differ_on_resume("optimizer.lr"));
+  CHECK_FALSE(mpt::config::may_differ_on_resume("precision.mode"));
+  CHECK_FALSE(mpt::config::may_differ_on_resume("no.such.key"));
+}
