@@ -14,6 +14,7 @@ packages=(
   libturbojpeg0-dev libpng-dev          # image folders: JPEG and PNG decoding
   dataset-fashion-mnist                 # the real data: /usr/share/datasets/fashion-mnist
   fortunes                              # real English text for BERT's masked-LM: /usr/share/games/fortunes
+  clang                                 # the fuzz harnesses (libFuzzer, ASan, UBSan): scripts/fuzz.sh
 )
 # The environment that holds the torch wheel: a Python built outside Debian (pyenv) brings its own venv module.
 python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3 python3-venv)

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Fuzzing (not a test): builds the libFuzzer harnesses of fuzz/ with clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer into build-fuzz/, makes seed corpora from real files (the shipped specs and suite,
+# Fashion-MNIST, the vocabulary, files torch.save and safetensors write, an mpt checkpoint, a PNG and a JPEG),
+# and runs each harness on its corpus.
+#
+#   scripts/fuzz.sh [SECONDS] [HARNESS ...]       # default: 30 s for each of spec suite jsonl idx wordpiece
+#                                                 # pickle weights image
+#   scripts/fuzz.sh --runs N [HARNESS ...]        # N executions each: the long run is --runs 1000000
+#
+# Stops at the first crash, hang (an input running over 10 s), memory blow-up (over 2 GiB) or sanitizer report,
+# leaving the input under build-fuzz/findings/ and a non-zero exit. Needs clang (scripts/setup.sh installs it)
+# and the torch environment (scripts/torch_env.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+limit=(-max_total_time=30)
+if [[ ${1:-} == --runs ]]; then limit=(-runs="$2"); shift 2
+elif [[ ${1:-} =~ ^[0-9]+$ ]]; then limit=(-max_total_time="$1"); shift; fi
+harnesses=("$@")
+[[ ${#harnesses[@]} -gt 0 ]] || harnesses=(spec suite jsonl idx wordpiece pickle weights image)
+
+env_dir=$(scripts/torch_env.sh)
+python=$env_dir/bin/python
+torch_cmake=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+if [[ ! -f build-fuzz/build.ninja ]]; then
+  cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_PREFIX_PATH="$torch_cmake" >/dev/null
+fi
+cmake --build build-fuzz -j "$(nproc)" --target "${harnesses[@]/#/fuzz_}"
+
+# Seeds, made once.
+seeds=build-fuzz/seeds
+if [[ ! -f $seeds/.made ]]; then
+  rm -rf "$seeds" && mkdir -p "$seeds"/{spec,suite,jsonl,idx,wordpiece,pickle,weights,image}
+  cp configs/*.yaml "$seeds/spec/"
+  cp scripts/nightly_example.yaml "$seeds/suite/"
+  printf '{"kind": "train", "step": 50, "loss": 0.5}\n{"kind": "eval", "step": 100, "eval": {"loss": 0.4}}\n' \
+    >"$seeds/jsonl/metrics.jsonl"
+  printf '{"jobs": [{"status": "ok", "job": {"name": "a"}}], "status": "done"}\n' >"$seeds/jsonl/night.json"
+  fmnist=/usr/share/datasets/fashion-mnist
+  for name in t10k-labels-idx1-ubyte t10k-images-idx3-ubyte; do
+    if [[ -f $fmnist/$name.gz ]]; then gzip -dc "$fmnist/$name.gz" | head -c 4000 >"$seeds/idx/$name" || true
+    elif [[ -f $fmnist/$name ]]; then head -c 4000 "$fmnist/$name" >"$seeds/idx/$name"; fi
+  done
+  [[ -f data/bert-base-uncased/vocab.txt ]] && head -n 400 data/bert-base-uncased/vocab.txt >"$seeds/wordpiece/vocab.txt"
+  echo "the quick brown fox jumps over the lazy dog. Élan, naïve café — 中文 text!" >"$seeds/wordpiece/text.txt"
+  "$python" - "$seeds" <<'PY'
+import io, sys, zipfile
+import torch
+seeds = sys.argv[1]
+state = {"weight": torch.randn(3, 2), "bias": torch.zeros(3), "steps": torch.tensor(7)}
+torch.save(state, f"{seeds}/weights/state.pt")
+torch.save({"state_dict": state, "epoch": 3}, f"{seeds}/weights/wrapped.pt")
+with zipfile.ZipFile(f"{seeds}/weights/state.pt") as z:
+    for name in z.namelist():
+        if name.endswith("data.pkl"):
+            open(f"{seeds}/pickle/state.pkl", "wb").write(z.read(name))
+with zipfile.ZipFile(f"{seeds}/weights/wrapped.pt") as z:
+    for name in z.namelist():
+        if name.endswith("data.pkl"):
+            open(f"{seeds}/pickle/wrapped.pkl", "wb").write(z.read(name))
+try:
+    from safetensors.torch import save_file
+    save_file({k: v.float() for k, v in state.items()}, f"{seeds}/weights/state.safetensors")
+except ImportError:
+    pass
+try:
+    from PIL import Image
+    image = Image.new("RGB", (9, 7), (200, 30, 90))
+    image.save(f"{seeds}/image/a.png")
+    image.save(f"{seeds}/image/a.jpg", quality=90)
+except ImportError:
+    pass
+PY
+  if [[ -x build/mpt ]]; then  # a small real checkpoint
+    run=$(mktemp -d)
+    build/mpt train configs/mlp_fmnist_fp32.yaml model.hidden_sizes=[2] train.max_steps=1 data.train_limit=128 \
+      train.progress=plain --run-dir "$run/r" >/dev/null 2>&1 && cp "$run"/r/checkpoints/*.mpt "$seeds/weights/" || true
+    rm -rf "$run"
+  fi
+  touch "$seeds/.made"
+fi
+
+mkdir -p build-fuzz/findings build-fuzz/scratch
+status=0
+for name in "${harnesses[@]}"; do
+  corpus=build-fuzz/corpus/$name
+  mkdir -p "$corpus"
+  cp -n "$seeds/$name"/* "$corpus/" 2>/dev/null || true
+  echo "== fuzz_$name ${limit[*]}"
+  # LibTorch's own start-up allocations are not ours to report; mpt's parsers run instrumented.
+  if ! FUZZ_SCRATCH=build-fuzz/scratch ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+      LSAN_OPTIONS=suppressions=fuzz/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
+      "build-fuzz/fuzz_$name" "$corpus" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+      -artifact_prefix="build-fuzz/findings/$name-" -print_final_stats=1 2>"build-fuzz/$name.log"; then
+    echo "fuzz_$name: FINDING (see build-fuzz/$name.log and build-fuzz/findings/)"
+    tail -30 "build-fuzz/$name.log"
+    status=1
+  fi
+  grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb|cov: ' "build-fuzz/$name.log" | tail -3 || true
+done
+exit $status
