@@ -29,7 +29,8 @@ int run_eval(const std::string& spec_path, const std::vector<std::string>& overr
   const data::Dataset test_set = data::load_dataset(c.data, "test");
   models::Model model = models::build_model(c.model, data::sample_shape(c.data),
                                             precision::ModulePolicy(c.precision.fp32_modules));
-  const io::InitReport init = io::init_from_weights(*model, io::read_weights(c.model.init_from), c.model.init_from);
+  const io::InitReport init =
+      io::init_from_weights(*model, io::read_weights(c.model.init_from), c.model.init_from, c.model.init_skip);
   if (!init.fresh.empty())
     std::cerr << "mpt: warning: " << c.model.init_from << ": " << io::describe(init)
               << " (untrained tensors make these numbers meaningless)\n";

@@ -63,7 +63,11 @@ std::vector<KeySpec> build_schema() {
            true),
       text("model.init_from", "\"\"",
            "Start from these weights: a safetensors, PyTorch zip (torch.save) or mpt checkpoint file with "
-           "torchvision / Hugging Face names; model tensors the file lacks keep their initialisation (a new head)."),
+           "torchvision / Hugging Face names (DDP's module. and torch.compile's _orig_mod. prefixes are dropped); "
+           "model tensors the file lacks keep their initialisation (a new head)."),
+      list("model.init_skip", KeyType::kStringList, "[]", 0,
+           "Model tensors (globs over their names, e.g. [fc.*]) that keep their initialisation whatever "
+           "model.init_from holds: fine-tuning with a head of another size."),
       boolean("model.small_input", "false", "ResNet: 3x3 stride-1 stem without max-pool, for 28-32 px images."),
       boolean("model.zero_init_residual", "false", "ResNet: zero the last norm of each block (blocks start as identity)."),
       boolean("model.channels_last", "false",

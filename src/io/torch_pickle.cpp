@@ -19,7 +19,9 @@ using ValuePtr = std::shared_ptr<Value>;
 
 // One pickle value. Containers are shared, as pickle's memo shares them.
 struct Value {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage, kTensor, kMark };
+  // kObject: an instance of a class this reader does not build (argparse.Namespace in a training checkpoint),
+  // kept as its class name only: nothing in a file is ever called.
+  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage, kTensor, kMark, kObject };
   Kind kind = Kind::kNone;
   int64_t integer = 0;
   double real = 0.0;
@@ -250,8 +252,9 @@ class Unpickler {
       if (args->items.empty() || args->items[0]->kind != Value::Kind::kTensor) fail(name + " without a tensor");
       return args->items[0];
     }
-    if (scan_only_) return make(Value::Kind::kNone);  // an object this reader does not model
-    fail("the pickle calls " + name + ", which a state dict does not need (mpt reads tensors, not arbitrary objects)");
+    ValuePtr object = make(Value::Kind::kObject);  // inert: its class is named, never called
+    object->text = name;
+    return object;
   }
 
   void step(uint8_t op) {
@@ -324,10 +327,11 @@ class Unpickler {
       case 'u': set_items("SETITEMS", pop_to_mark()); break;
       case 'Q': push(load_storage(pop())); break;  // BINPERSID
       case 'R': { ValuePtr args = pop(), callable = pop(); push(reduce(callable, args)); break; }
-      case 0x81: {  // NEWOBJ: LibTorch's archives build their modules so
-        if (!scan_only_) fail("pickle opcode 0x81 (NEWOBJ) is not one a state dict uses");
-        pop(), pop();
-        push(make(Value::Kind::kNone));
+      case 0x81: {  // NEWOBJ: an instance of a class (LibTorch's modules, argparse.Namespace), kept inert
+        pop();
+        ValuePtr object = make(Value::Kind::kObject);
+        object->text = pop()->text;
+        push(object);
         break;
       }
       case 'B': push(string(take(take_le<uint32_t>()))); break;  // BINBYTES
@@ -368,6 +372,8 @@ NamedTensorList tensors_of(const ValuePtr& dict, const std::string& source, int 
   NamedTensorList tensors;
   for (const auto& [key, value] : dict->pairs) {
     if (key->kind != Value::Kind::kString) throw Error(source + ": a dict key is not a string");
+    if (value->kind == Value::Kind::kObject)
+      throw Error(source + ": '" + key->text + "' is a pickled " + value->text + " object, not a tensor");
     if (value->kind != Value::Kind::kTensor) throw Error(source + ": '" + key->text + "' is not a tensor");
     tensors.emplace_back(key->text, value->tensor);
   }

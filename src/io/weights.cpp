@@ -11,6 +11,7 @@
 #include "common/json.h"
 #include "io/checkpoint.h"
 #include "io/torch_pickle.h"
+#include "precision/policy.h"
 
 namespace mpt::io {
 namespace {
@@ -148,6 +149,11 @@ NamedTensorList read_weights(const std::string& path) {
   const std::string bytes = read_file(path);
   if (bytes.rfind("MPTCKPT\n", 0) == 0) return read_checkpoint_weights(path);
   if (bytes.rfind("PK\x03\x04", 0) == 0) return read_torch_state_dict(bytes, path);
+  // torch.save before 1.6 (or with _use_new_zipfile_serialization=False): a pickled magic number, then pickles.
+  if (bytes.rfind(std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14), 0) == 0)
+    throw UsageError(path + ": the legacy torch.save format (before PyTorch 1.6), which mpt does not read; convert it "
+                     "once with: python -c \"import torch; torch.save(torch.load('" + path + "', weights_only=True), '" +
+                     path + ".zip.pt')\"");
   if (bytes.size() >= 9 && bytes[8] == '{') return decode_safetensors(bytes, path);
   throw Error(path + ": byte 0: not a safetensors file, a PyTorch zip file (torch.save) or an mpt checkpoint");
 }
@@ -170,26 +176,51 @@ std::string describe(const InitReport& report) {
   };
   return "loaded " + std::to_string(report.loaded) + " tensors; " + std::to_string(report.fresh.size()) +
          " kept their initialisation" + some(report.fresh) + "; " + std::to_string(report.unused.size()) +
-         " in the file unused" + some(report.unused);
+         " in the file unused" + some(report.unused) +
+         (report.skipped.empty() ? "" : "; " + std::to_string(report.skipped.size()) + " skipped by model.init_skip" +
+                                            some(report.skipped));
 }
 
-InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& tensors, const std::string& source) {
-  std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
+// A name as the model knows it: without the wrappers DDP ("module.") and torch.compile ("_orig_mod.") add.
+std::string unwrapped(std::string name) {
+  for (bool stripped = true; stripped;) {
+    stripped = false;
+    for (const char* prefix : {"module.", "_orig_mod."})
+      if (name.rfind(prefix, 0) == 0) name.erase(0, std::strlen(prefix)), stripped = true;
+  }
+  return name;
+}
+
+InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& tensors, const std::string& source,
+                             const std::vector<std::string>& skip) {
+  std::map<std::string, const std::pair<std::string, torch::Tensor>*> by_name;  // unwrapped name -> file entry
+  for (const auto& entry : tensors)
+    if (!by_name.emplace(unwrapped(entry.first), &entry).second)
+      throw Error(source + ": tensors '" + by_name[unwrapped(entry.first)]->first + "' and '" + entry.first +
+                  "' are the same tensor once the DDP/torch.compile prefixes are dropped");
   std::map<std::string, bool> used;
   InitReport report;
   torch::NoGradGuard no_grad;
   auto load = [&](const std::string& name, torch::Tensor& target) {
     auto it = by_name.find(name);
     if (it == by_name.end() && name.rfind("bert.", 0) == 0) it = by_name.find(name.substr(5));  // HF BertModel file
+    const bool skipped = std::any_of(skip.begin(), skip.end(), [&](const auto& glob) { return precision::glob_match(glob, name); });
+    if (skipped) {
+      report.skipped.push_back(name);
+      if (it != by_name.end()) used[it->second->first] = true;
+      return;
+    }
     if (it == by_name.end()) {
       report.fresh.push_back(name);
       return;
     }
-    if (it->second.sizes() != target.sizes())
-      throw Error(source + ": tensor '" + it->first + "' has shape " + c10::str(it->second.sizes()) + ", the model's '" +
-                  name + "' is " + c10::str(target.sizes()));
-    target.copy_(it->second.to(target.scalar_type()));
-    used[it->first] = true;
+    const auto& [file_name, tensor] = *it->second;
+    if (tensor.sizes() != target.sizes())
+      throw Error(source + ": tensor '" + file_name + "' has shape " + c10::str(tensor.sizes()) + ", the model's '" +
+                  name + "' is " + c10::str(target.sizes()) + "; to keep the model's own, add it to model.init_skip " +
+                  "(e.g. [" + name.substr(0, name.rfind('.') == std::string::npos ? name.size() : name.rfind('.')) + ".*])");
+    target.copy_(tensor.to(target.scalar_type()));
+    used[file_name] = true;
     ++report.loaded;
   };
   for (auto& item : model.named_parameters()) load(item.key(), item.value());

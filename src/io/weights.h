@@ -33,14 +33,18 @@ struct InitReport {
   int64_t loaded = 0;
   std::vector<std::string> fresh;   // model tensors the file lacks: they keep their initialisation (a new head)
   std::vector<std::string> unused;  // file tensors the model has no place for (a pre-training head)
+  std::vector<std::string> skipped; // model tensors model.init_skip keeps at their initialisation
 };
 
 // "loaded 320 tensors; 2 kept their initialisation (fc.weight, fc.bias); 0 unused" for logs.
 std::string describe(const InitReport& report);
 
 // Copies every file tensor whose name matches a model parameter or buffer into it (cast to the model's dtype).
-// A Hugging Face BertModel file ("embeddings.*") matches mpt's "bert.embeddings.*". A shape mismatch, or no
-// match at all, is an error naming the file and tensor.
-InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& tensors, const std::string& source);
+// A Hugging Face BertModel file ("embeddings.*") matches mpt's "bert.embeddings.*"; the prefixes DDP
+// ("module.") and torch.compile ("_orig_mod.") put on names are dropped. Model tensors matching a glob of `skip`
+// keep their initialisation (a head of another size). A shape mismatch, or no match at all, is an error naming
+// the file and tensor.
+InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& tensors, const std::string& source,
+                             const std::vector<std::string>& skip = {});
 
 }  // namespace mpt::io

@@ -21,6 +21,7 @@ struct ModelConfig {
   int64_t bert_heads = 0;     // a preset's attention heads; 0 = hidden / 64
   std::string hf_config;      // model "bert": the architecture of this Hugging Face config.json
   std::string init_from;  // weights file to start from ("" = fresh initialisation)
+  std::vector<std::string> init_skip;  // globs over tensor names that keep their initialisation
 };
 
 // The model `config` names, shaped for the data's samples (input features, channels, vocabulary, classes).

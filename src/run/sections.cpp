@@ -65,6 +65,7 @@ std::vector<KeyBinding> all_bindings() {
       binding("model.activation", &E::model, &M::mlp, &models::MlpConfig::activation),
       binding("model.dropout", &E::model, &M::dropout),
       binding("model.init_from", &E::model, &M::init_from),
+      binding("model.init_skip", &E::model, &M::init_skip),
       binding("model.small_input", &E::model, &M::resnet, &models::ResNetConfig::small_input),
       binding("model.zero_init_residual", &E::model, &M::resnet, &models::ResNetConfig::zero_init_residual),
       binding("model.channels_last", &E::model, &M::resnet, &models::ResNetConfig::channels_last),

@@ -17,7 +17,8 @@ TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape&
   const precision::ModulePolicy policy(c.precision.fp32_modules, stack.numerics.get());
   stack.model = models::build_model(c.model, sample, policy);
   if (!c.model.init_from.empty())
-    stack.init = io::init_from_weights(*stack.model, io::read_weights(c.model.init_from), c.model.init_from);
+    stack.init = io::init_from_weights(*stack.model, io::read_weights(c.model.init_from), c.model.init_from,
+                                       c.model.init_skip);
   stack.model->to(device);
   stack.compute_dtype = precision::compute_dtype(c.precision.mode);
   stack.loss_scale = c.precision.loss_scale;
