@@ -86,6 +86,19 @@ std::string encode_file_version_event(double wall_time) {
   return event;
 }
 
+std::string encode_session_start_event(double wall_time, int64_t step) {
+  std::string session_log;  // SessionLog{status=1: START}
+  session_log.push_back(0x08);
+  put_varint(session_log, 1);
+  std::string event;  // Event{wall_time=1, step=2, session_log=7}
+  event.push_back(0x09);
+  put_fixed<double>(event, wall_time);
+  event.push_back(0x10);
+  put_varint(event, static_cast<uint64_t>(step));
+  put_bytes_field(event, 0x3A, session_log);
+  return event;
+}
+
 std::string frame_record(const std::string& data) {
   std::string record;
   const uint64_t length = data.size();
@@ -103,7 +116,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& folder) {
   gethostname(host, sizeof(host) - 1);
   const double now = now_seconds();
   char name[512];
-  std::snprintf(name, sizeof(name), "/events.out.tfevents.%010lld.%s.%d.%d", static_cast<long long>(now), host,
+  std::snprintf(name, sizeof(name), "/events.out.tfevents.%010lld.%s.%d.%03d", static_cast<long long>(now), host,
                 static_cast<int>(getpid()), counter++);
   path_ = folder + name;
   file_ = std::fopen(path_.c_str(), "wb");
@@ -118,6 +131,8 @@ TensorBoardWriter::~TensorBoardWriter() {
 void TensorBoardWriter::scalar(const std::string& tag, int64_t step, double value) {
   write_record(encode_scalar_event(now_seconds(), step, tag, static_cast<float>(value)));
 }
+
+void TensorBoardWriter::restart_at(int64_t step) { write_record(encode_session_start_event(now_seconds(), step)); }
 
 void TensorBoardWriter::write_record(const std::string& data) {
   if (!file_) return;

@@ -15,6 +15,8 @@ uint32_t masked_crc32c(const void* data, size_t size);
 // The serialized Event protobuf for one scalar, and for the file_version header event.
 std::string encode_scalar_event(double wall_time, int64_t step, const std::string& tag, float value);
 std::string encode_file_version_event(double wall_time);
+// SessionLog START at `step`: TensorBoard then drops what earlier files logged at `step` and later.
+std::string encode_session_start_event(double wall_time, int64_t step);
 
 // One TFRecord: u64 length | u32 masked crc of length | data | u32 masked crc of data (little-endian).
 std::string frame_record(const std::string& data);
@@ -28,6 +30,8 @@ class TensorBoardWriter {
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
   void scalar(const std::string& tag, int64_t step, double value);
+  // A resumed run re-logs the steps after its checkpoint: from `step` on, TensorBoard keeps this file's values.
+  void restart_at(int64_t step);
   const std::string& path() const { return path_; }
 
  private:

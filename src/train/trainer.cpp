@@ -81,6 +81,7 @@ void Trainer::resume(const std::string& checkpoint_path) {
   }
   result_.resumed_from = checkpoint_path;
   sinks_.events.resumed(state_.step, checkpoint_path);
+  sinks_.tensorboard.restart_at(state_.step + 1);
 }
 
 // One optimizer step, top to bottom: gradients from every micro-batch, then the backward finished (unscale,
