@@ -77,4 +77,12 @@ int run_doctor();
 // Prints every spec key with type, default and meaning; markdown for docs/spec.md.
 int run_keys(bool markdown);
 
+struct TokenizeOptions {
+  std::string vocab = "data/bert-base-uncased/vocab.txt";
+  std::string input;      // a UTF-8 file, one text per line; "" or "-": standard input
+  bool cased = false;     // keep case and accents (cased vocabularies)
+  bool json = false;      // one JSON object per line: {"tokens": [...], "ids": [...]}
+};
+int run_tokenize(const TokenizeOptions& options);
+
 }  // namespace mpt::app

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 
@@ -10,6 +11,33 @@
 #include "common/error.h"
 #include "device/hardware.h"
 #include "mpt/version.h"
+
+namespace {
+
+// "; did you mean 'train'?" for a command within two edits of a known one, else "".
+std::string nearest_command(CLI::App& cli, const std::string& typed) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t above = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_distance = 3;
+  for (CLI::App* sub : cli.get_subcommands([](CLI::App*) { return true; }))
+    if (const size_t d = distance(typed, sub->get_name()); d < best_distance) best = sub->get_name(), best_distance = d;
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // A closed pipe or the file-size limit then fails the write with a message naming the file (EPIPE, EFBIG)
@@ -19,7 +47,7 @@ int main(int argc, char** argv) {
   mpt::hardware::tune_host_allocator();
   CLI::App cli{"mpt: mixed-precision training on LibTorch"};
   cli.require_subcommand(1);
-  cli.set_version_flag("--version", std::string("mpt ") + mpt::kVersion + " (git " + mpt::kGitHash + ", LibTorch " +
+  cli.set_version_flag("-V,--version", std::string("mpt ") + mpt::kVersion + " (git " + mpt::kGitHash + ", LibTorch " +
                                         TORCH_VERSION + ")");
 
   mpt::app::TrainOptions train;
@@ -64,7 +92,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--warmup", bench.warmup, "Untimed steps first")->check(CLI::Range(0, 1000000));
   bench_cmd->add_flag("--real-data", bench.real_data, "Use the real data loader instead of synthetic batches");
   bench_cmd->add_flag("--json", bench.json, "Print JSON instead of a table");
-  bench_cmd->add_flag("!--no-peak", bench.measure_peak, "Skip the GEMM peak probe (no MFU)");
+  bool no_peak = false;
+  bench_cmd->add_flag("--no-peak", no_peak, "Skip the GEMM peak probe (no MFU)");
   bench_cmd->add_flag("--loader-only", bench.loader_only, "Measure the data loader alone (samples/s it delivers)");
   bench_cmd->add_option("--json-out", bench.json_out, "Also write the JSON result to this file");
   bench_cmd->add_option("--profile", bench.profile_ops,
@@ -105,8 +134,39 @@ int main(int argc, char** argv) {
   CLI::App* keys_cmd = cli.add_subcommand("keys", "List every spec key with its type, default and meaning");
   keys_cmd->add_flag("--markdown", markdown, "Print the table as markdown (docs/spec.md)");
 
+  mpt::app::TokenizeOptions tokenize;
+  CLI::App* tokenize_cmd =
+      cli.add_subcommand("tokenize", "Split text into the WordPiece tokens (and ids) mpt trains BERT with");
+  tokenize_cmd->add_option("input", tokenize.input, "A UTF-8 file, one text per line (default: standard input)");
+  tokenize_cmd->add_option("--vocab", tokenize.vocab, "WordPiece vocab.txt (data.vocab)")->capture_default_str();
+  tokenize_cmd->add_flag("--cased", tokenize.cased, "Keep case and accents (data.lowercase: false)");
+  tokenize_cmd->add_flag("--json", tokenize.json, "One JSON object per line: tokens and ids");
+
+  // `mpt help [CMD]`, and an unknown command named with the nearest one, before CLI11 sees them.
+  if (argc >= 2 && argv[1][0] != '-') {
+    const bool help = std::string(argv[1]) == "help";
+    const std::string command = help ? (argc >= 3 ? argv[2] : "") : argv[1];
+    if (help && command.empty()) {
+      std::cout << cli.help();
+      return mpt::kExitOk;
+    }
+    CLI::App* sub = nullptr;
+    for (CLI::App* candidate : cli.get_subcommands([](CLI::App*) { return true; }))
+      if (candidate->get_name() == command) sub = candidate;
+    if (!sub) {
+      std::cerr << "mpt: error: unknown command '" << command << "'" << nearest_command(cli, command)
+                << "; `mpt --help` lists them\n";
+      return mpt::kExitUsage;
+    }
+    if (help) {
+      std::cout << sub->help();
+      return mpt::kExitOk;
+    }
+  }
+
   try {
     cli.parse(argc, argv);
+    bench.measure_peak = !no_peak;
   } catch (const CLI::ParseError& e) {
     const int code = cli.exit(e);
     return code == 0 ? mpt::kExitOk : mpt::kExitUsage;  // CLI11's own codes (100-115) are not ours
@@ -118,6 +178,7 @@ int main(int argc, char** argv) {
     if (*nightly_cmd) return mpt::app::run_nightly(nightly);
     if (*bench_cmd) return mpt::app::run_bench(bench);
     if (*keys_cmd) return mpt::app::run_keys(markdown);
+    if (*tokenize_cmd) return mpt::app::run_tokenize(tokenize);
     if (*doctor_cmd) return mpt::app::run_doctor();
     if (*export_cmd) return mpt::app::run_export(export_options);
     if (*eval_cmd) return mpt::app::run_eval(eval_spec, eval_overrides, eval_json);

@@ -1,7 +1,8 @@
 // `mpt train`: spec -> resolve -> run directory -> data -> model -> precision/trainer -> summary.
 // This file only wires components together; each decision lives in the component that owns it.
-#include <csignal>
 #include <chrono>
+#include <csignal>
+#include <exception>
 #include <filesystem>
 #include <optional>
 
@@ -49,6 +50,22 @@ int launch_ranks(const TrainOptions& options) {
   return dist::launch_local_workers(options.nproc, args);
 }
 
+// Removes a run directory this invocation created when a usage error stops it before training starts.
+class FreshRunDirectory {
+ public:
+  explicit FreshRunDirectory(std::string dir) : dir_(std::move(dir)), exceptions_(std::uncaught_exceptions()) {}
+  ~FreshRunDirectory() {
+    if (dir_.empty() || std::uncaught_exceptions() == exceptions_) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  void keep() { dir_.clear(); }
+
+ private:
+  std::string dir_;
+  int exceptions_;
+};
+
 }  // namespace
 
 int run_train(const TrainOptions& options) {
@@ -71,16 +88,10 @@ int run_train(const TrainOptions& options) {
     std::filesystem::create_directories(run_dir);
     lock.emplace(run_dir, "mpt train");
   }
-  run::RunPlan plan;
-  try {
-    plan = run::plan_run(run_dir, options.resume, spec);
-  } catch (const Error&) {
-    if (main_rank && fresh) {  // leave nothing behind for a run that never started
-      lock.reset();
-      std::filesystem::remove_all(run_dir);
-    }
-    throw;
-  }
+  // A run refused before its first step (a different spec in the directory, a bad --resume, data or a debug key
+  // that does not fit the model) leaves no directory behind when it made it.
+  FreshRunDirectory cleanup(main_rank && fresh ? run_dir : "");
+  const run::RunPlan plan = run::plan_run(run_dir, options.resume, spec);
   group.barrier("start-up barrier");
   if (main_rank) write_file_atomically(run_dir + "/config.yaml", spec.to_yaml());
 
@@ -157,6 +168,7 @@ int run_train(const TrainOptions& options) {
 
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
+  cleanup.keep();
   const train::TrainResult result = trainer.run(g_stop_requested);
 
   train::RunContext context;

@@ -260,3 +260,38 @@ TEST_CASE("docs/spec.md is the current schema", "[fast][cli]") {
   REQUIRE(keys.exit_code == 0);
   CHECK(keys.output == read_file_text(source_path("docs/spec.md")));
 }
+
+TEST_CASE("mpt help CMD, -V, and an unknown command named with the nearest one", "[fast][cli]") {
+  const auto help = run_mpt({"help", "train"});
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.output, Catch::Contains("Train a model from a YAML spec") && Catch::Contains("--resume"));
+  const auto version = run_mpt({"-V"});
+  CHECK(version.exit_code == 0);
+  CHECK_THAT(version.output, Catch::StartsWith("mpt "));
+  const auto typo = run_mpt({"trian", "configs/mlp_fmnist_fp32.yaml"});
+  CHECK(typo.exit_code == 2);
+  CHECK_THAT(typo.output, Catch::Contains("unknown command 'trian'; did you mean 'train'?"));
+  const auto bench_help = run_mpt({"bench", "--help"});
+  CHECK_THAT(bench_help.output, Catch::Contains("--no-peak") && !Catch::Contains("{false}"));
+}
+
+TEST_CASE("a run refused before its first step leaves no run directory behind", "[fast][cli]") {
+  const std::string run_dir = scratch_dir("refused-run") + "/run";
+  const auto refused = run_mpt({"train", source_path("configs/mlp_fmnist_fp32.yaml"), "--run-dir", run_dir,
+                                "debug.inject_nonfinite_grad_at=[2]", "debug.inject_nonfinite_param=nope"});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("debug.inject_nonfinite_param = nope: the model has no such parameter"));
+  CHECK_FALSE(std::filesystem::exists(run_dir));
+}
+
+TEST_CASE("mpt tokenize splits text as training does", "[fast][cli]") {
+  const std::string vocab = source_path("data/bert-base-uncased/vocab.txt");
+  if (!std::filesystem::exists(vocab)) MPT_SKIP("no vocabulary (scripts/setup.sh installs it)");
+  const std::string text = scratch_dir("tokenize") + "/text.txt";
+  std::ofstream(text) << "Hello, World!\nunaffable\n";
+  const auto plain = run_mpt({"tokenize", text, "--vocab", vocab});
+  CHECK(plain.exit_code == 0);
+  CHECK(plain.output == "hello , world !\nuna ##ffa ##ble\n");
+  const auto json = run_mpt({"tokenize", text, "--vocab", vocab, "--json"});
+  CHECK_THAT(json.output, Catch::StartsWith("{\"ids\":[7592,1010,2088,999],\"tokens\":[\"hello\",\",\",\"world\",\"!\"]}"));
+}
