@@ -40,7 +40,7 @@ std::string smoke_test(const torch::Device& device, torch::ScalarType mixed_dtyp
 int run_doctor() {
   const run::HardwareFacts facts = run::probe_hardware();
   const int driver = hardware::nvidia_driver_major();
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = static_cast<unsigned>(hardware::available_cores());
   const int default_threads = torch::get_num_threads();
   const std::string blas = hardware::blas_description();
   std::vector<std::string> warnings;

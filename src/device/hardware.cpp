@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -40,8 +41,23 @@ int cuda_compute_capability() {
 #endif
 }
 
+int available_cores() {
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t allowed;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) cores = std::max(1, CPU_COUNT(&allowed));
+  // cgroup v2 quota ("200000 100000": two cores' worth of time per period; "max": none).
+  std::ifstream quota_file("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  long long period = 0;
+  if (quota_file >> quota >> period && quota != "max" && period > 0) {
+    const long long microseconds = std::atoll(quota.c_str());
+    if (microseconds > 0) cores = std::min(cores, static_cast<int>(std::max(1LL, (microseconds + period - 1) / period)));
+  }
+  return cores;
+}
+
 int configure_threads(int requested, int processes_sharing) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = available_cores();
   const int threads = requested > 0 ? requested : std::max(1, cores / std::max(1, processes_sharing));
   torch::set_num_threads(threads);
   return threads;

@@ -11,8 +11,12 @@ bool cpu_has_native_bf16();     // AVX512-BF16 or AMX-BF16: oneDNN runs BF16 GEM
 bool cuda_available();
 int cuda_compute_capability();  // major*10+minor of device 0; 0 without CUDA
 
-// Sets LibTorch's intra-op threads and, when OpenBLAS is loaded, its thread count; 0 means all cores, divided
-// among `processes_sharing` processes on this machine (the local ranks of a data-parallel job).
+// The cores this process may run on: its CPU affinity (taskset, Slurm, a container's cpuset), capped by a
+// cgroup v2 CPU quota; at least 1.
+int available_cores();
+
+// Sets LibTorch's intra-op threads and, when OpenBLAS is loaded, its thread count; 0 means every available core,
+// divided among `processes_sharing` processes on this machine (the local ranks of a data-parallel job).
 int configure_threads(int requested, int processes_sharing = 1);
 
 // Keeps glibc malloc from returning training-step-sized blocks to the OS. Its default dynamic mmap threshold starts

@@ -2,7 +2,11 @@
 // batch script to export MASTER_ADDR, as PyTorch's Slurm recipes do.
 #include "dist/environment.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <sstream>
+#include <vector>
 
 #include "common/error.h"
 
@@ -22,6 +26,32 @@ int read_int(const Getter& get, const std::string& name, int min, int max, const
   }
   throw UsageError(name + "=" + *text + ": expected an integer in [" + std::to_string(min) + ", " +
                    std::to_string(max) + "]");
+}
+
+// Slurm without --ntasks-per-node: this node's share from SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE),
+// a list such as "2(x3),1" indexed by SLURM_NODEID; else the job's tasks spread evenly over SLURM_NNODES.
+// Counting every rank as alone on its node would give each one all the node's cores.
+template <typename Get>
+int slurm_tasks_on_this_node(const Get& get, int world_size) {
+  const auto list = get("SLURM_STEP_TASKS_PER_NODE") ? get("SLURM_STEP_TASKS_PER_NODE") : get("SLURM_TASKS_PER_NODE");
+  const auto node = get("SLURM_NODEID");
+  if (list && node) {
+    std::vector<int> per_node;
+    std::stringstream entries(*list);
+    for (std::string entry; std::getline(entries, entry, ',');) {
+      int tasks = 0, repeat = 1;
+      if (std::sscanf(entry.c_str(), "%d(x%d)", &tasks, &repeat) < 1 || tasks < 1 || repeat < 1 || repeat > 100000)
+        break;
+      per_node.insert(per_node.end(), static_cast<size_t>(repeat), tasks);
+    }
+    const int index = std::atoi(node->c_str());
+    if (index >= 0 && index < static_cast<int>(per_node.size())) return std::min(per_node[static_cast<size_t>(index)], world_size);
+  }
+  if (const auto nodes = get("SLURM_NNODES")) {
+    const int count = std::atoi(nodes->c_str());
+    if (count >= 1) return std::max(1, (world_size + count - 1) / count);
+  }
+  return 1;
 }
 
 }  // namespace
@@ -45,7 +75,7 @@ std::optional<LaunchInfo> launch_from_environment(const Getter& get) {
     info.local_rank = get("SLURM_LOCALID") ? read_int(get, "SLURM_LOCALID", 0, info.world_size - 1, "") : 0;
     info.local_world_size = get("SLURM_NTASKS_PER_NODE")
                                 ? read_int(get, "SLURM_NTASKS_PER_NODE", 1, info.world_size, "")
-                                : 1;
+                                : slurm_tasks_on_this_node(get, info.world_size);
   } else {
     return std::nullopt;
   }

@@ -3,6 +3,7 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <sched.h>
 
 #include <cstdlib>
 
@@ -41,4 +42,23 @@ TEST_CASE("mpt's own parallel loops run on every thread of LibTorch's pool", "[f
   return;
 #endif
   mpt::testing::with_threads(2, [] { CHECK(mpt::hardware::own_loop_threads() == 2); });
+}
+
+TEST_CASE("available cores follow the CPU affinity mask", "[fast][common]") {
+  cpu_set_t original;
+  REQUIRE(sched_getaffinity(0, sizeof original, &original) == 0);
+  const int all = mpt::hardware::available_cores();
+  CHECK(all >= 1);
+  CHECK(all <= CPU_COUNT(&original));
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &original)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  const int pinned = mpt::hardware::available_cores();
+  sched_setaffinity(0, sizeof original, &original);
+  CHECK(pinned == 1);
 }

@@ -59,6 +59,20 @@ TEST_CASE("torchrun's and Slurm's variables place a process in its job", "[fast]
   CHECK(slurm->local_world_size == 4);
   CHECK(slurm->master_port == 29500);
   CHECK(slurm->launcher == "Slurm");
+
+  // Without --ntasks-per-node: this node's share of the step's tasks, so threads divide the node's cores.
+  const auto uneven = launch_with({{"SLURM_NTASKS", "7"}, {"SLURM_PROCID", "6"}, {"SLURM_NODEID", "2"},
+                                   {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"}, {"MASTER_ADDR", "n0"}});
+  REQUIRE(uneven);
+  CHECK(uneven->local_world_size == 1);
+  const auto spread = launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "0"}, {"SLURM_NODEID", "0"},
+                                   {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"MASTER_ADDR", "n0"}});
+  REQUIRE(spread);
+  CHECK(spread->local_world_size == 4);
+  const auto nodes_only = launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "0"}, {"SLURM_NNODES", "2"},
+                                       {"MASTER_ADDR", "n0"}});
+  REQUIRE(nodes_only);
+  CHECK(nodes_only->local_world_size == 4);
 }
 
 TEST_CASE("an incomplete or inconsistent launch environment is a clear error", "[fast][dist]") {
