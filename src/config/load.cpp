@@ -212,8 +212,14 @@ Spec parse_spec(const std::string& yaml_text, const std::string& source_name,
   else if (!root.IsNull()) problems.push_back(source_name + ":1: expected a mapping of sections (experiment:, model:, ...)");
   for (const auto& text : overrides) apply_override(text, spec, problems);
   throw_if_errors(source_name, problems);
-  for (const auto& key_spec : schema())
-    if (!spec.has(key_spec.key)) spec.set(key_spec.key, YAML::Load(key_spec.default_yaml), "default");
+  // The defaults parsed once: each spec gets its own copy of the nodes it lacks.
+  static const std::vector<YAML::Node> defaults = [] {
+    std::vector<YAML::Node> nodes;
+    for (const auto& key_spec : schema()) nodes.push_back(YAML::Load(key_spec.default_yaml));
+    return nodes;
+  }();
+  for (size_t i = 0; i < schema().size(); ++i)
+    if (!spec.has(schema()[i].key)) spec.set(schema()[i].key, YAML::Clone(defaults[i]), "default");
   return spec;
 }
 
