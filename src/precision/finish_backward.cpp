@@ -18,6 +18,7 @@ FinishedBackward BackwardFinisher::finish(const std::vector<torch::Tensor>& grad
                                          : ops::unscale_check_and_clip(grads, scaler_.scale(), max_norm_);
     done.skip = check.nonfinite;
     if (deferred) done.grad_factor = check.factor;
+    if (deferred || done.skip) done.grads_scaled_by = scaler_.scale();  // nothing was written to them
     if (max_norm_ > 0 && !done.skip) done.grad_norm = torch::scalar_tensor(check.norm, torch::kDouble);
     clipped = true;
   } else if (!agree_max_) {

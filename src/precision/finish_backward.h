@@ -21,6 +21,7 @@ struct FinishedBackward {
   double grad_factor = 1.0;   // one-pass: what the optimizer multiplies each gradient by; else 1 (already applied)
   torch::Tensor grad_norm;    // before clipping, when clipping is on and the step applies; undefined otherwise
   ScaleUpdate scale_update;   // the loss scale's rule applied to this step's verdict
+  double grads_scaled_by = 1.0;  // the loss scale still in the gradients (a skip leaves the one-pass paths' so)
   bool stop_agreed = false;   // across ranks: some rank asked to stop, so all stop after this step
 };
 

@@ -6,8 +6,14 @@
 namespace mpt::run {
 
 train::PrecisionRuntime TrainingStack::precision_runtime() const {
+  // A parameter's layer computes in FP32 when the run does, or when the policy keeps that layer FP32.
+  auto computes_in_fp32 = [fp32_run = compute_dtype == torch::kFloat,
+                           policy = precision::ModulePolicy(fp32_modules)](const std::string& parameter) {
+    const size_t dot = parameter.rfind('.');
+    return fp32_run || policy.runs_in_fp32(dot == std::string::npos ? parameter : parameter.substr(0, dot));
+  };
   return train::PrecisionRuntime{precision::LossScaler(loss_scale), compute_dtype, master_weights.get(),
-                          numerics.get()};
+                                 numerics.get(), computes_in_fp32};
 }
 
 TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape& sample,
@@ -22,6 +28,7 @@ TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape&
   stack.model->to(device);
   stack.compute_dtype = precision::compute_dtype(c.precision.mode);
   stack.loss_scale = c.precision.loss_scale;
+  stack.fp32_modules = c.precision.fp32_modules;
   if (c.precision.strategy == "master_weights")
     stack.master_weights = std::make_unique<precision::MasterWeights>(*stack.model, policy, stack.compute_dtype,
                                                                       stack.model->tied_to_fp32_islands());

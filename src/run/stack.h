@@ -28,6 +28,7 @@ struct TrainingStack {
   int64_t global_batch = 0;
   train::ScaledLr scaled;  // the LR and warmup after the linear scaling rule
   std::optional<io::InitReport> init;  // what model.init_from loaded
+  std::vector<std::string> fp32_modules;  // the policy's FP32 islands (the diverged advice checks against them)
 
   // A fresh scaler (its state comes from a checkpoint on resume) with the stack's dtype and strategy.
   train::PrecisionRuntime precision_runtime() const;

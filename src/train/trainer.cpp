@@ -49,6 +49,7 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
       compute_dtype_(precision.compute_dtype),
       master_weights_(precision.master_weights),
       numerics_(precision.numerics),
+      computes_in_fp32_(std::move(precision.computes_in_fp32)),
       device_(device),
       train_loader_(train_loader),
       test_set_(test_set),
@@ -189,7 +190,7 @@ void Trainer::record_skip(int64_t step, const precision::FinishedBackward& finis
   ++state_.skipped_steps;
   ++consecutive_skips_;
   AllowHostSyncs rare;  // a skipped step's diagnosis reads the gradients
-  last_culprits_ = precision::find_nonfinite_grads(gradient_holders(one_pass), /*limit=*/3);
+  last_culprits_ = precision::find_nonfinite_grads(gradient_holders(one_pass), /*limit=*/3, finished.grads_scaled_by);
   const char* reason = rehearsal_.injects_at(step) ? "injected non-finite gradient (debug.inject_nonfinite_grad_at)"
                        : group_->distributed() && last_culprits_.empty()
                            ? "non-finite gradient on another rank (the ranks skip together)"
@@ -302,10 +303,10 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
     if (scaler_.collapsed() || consecutive_skips_ >= config_.max_consecutive_skips) {
       result_.status = "diverged";
       result_.diagnosis = fmt::format(
-          "{} ({} consecutive steps skipped, loss scale {:g}); non-finite gradients in {}. Keeping those layers in "
-          "FP32 (precision.fp32_modules), lowering the learning rate or clipping gradients can help",
-          scaler_.collapsed() ? "the loss scale collapsed to its floor" : "every step overflows",
-          consecutive_skips_, scaler_.scale(), precision::describe(last_culprits_));
+          "{} ({} consecutive steps skipped, loss scale {:g}); non-finite gradients in {}. {}",
+          scaler_.collapsed() ? "the loss scale collapsed to its floor" : "every step overflows", consecutive_skips_,
+          scaler_.scale(), precision::describe(last_culprits_),
+          precision::divergence_advice(last_culprits_, computes_in_fp32_));
       if (last_activation_) result_.diagnosis += "; first non-finite activation: " + precision::describe(*last_activation_);
       sinks_.events.diverged(state_.step, result_.diagnosis);
       break;

@@ -73,6 +73,8 @@ struct PrecisionRuntime {
   torch::ScalarType compute_dtype = torch::kFloat;
   precision::MasterWeights* master_weights = nullptr;  // the master_weights strategy; null under autocast
   precision::NumericsMonitor* numerics = nullptr;      // debug.check_numerics; null when off
+  // Whether the layer holding a parameter (by name) computes in FP32: the diverged advice's check.
+  std::function<bool(const std::string&)> computes_in_fp32;
 };
 
 class Trainer {
@@ -120,6 +122,7 @@ class Trainer {
   torch::ScalarType compute_dtype_;
   precision::MasterWeights* master_weights_;
   precision::NumericsMonitor* numerics_;
+  std::function<bool(const std::string&)> computes_in_fp32_;
   torch::Device device_;
   data::BatchLoader& train_loader_;
   const data::Dataset& test_set_;

@@ -113,6 +113,10 @@ TEST_CASE("a collapsing scale ends the run as diverged and names the overflowing
   CHECK(summary["steps"] == 5);  // 4 -> 2 -> 1, then 3 overflows at the floor: steps 3, 4, 5
   CHECK_THAT(summary["diagnosis"].get<std::string>(),
              Catch::Contains("collapsed to its floor") && Catch::Contains("head.weight (1 non-finite"));
+  // The head is an FP32 island of the default policy: the advice must not tell the user to make it FP32.
+  CHECK_THAT(summary["diagnosis"].get<std::string>(),
+             Catch::Contains("Layers already computing in FP32 (head) gain nothing from a wider dtype") &&
+                 !Catch::Contains("Keeping head in FP32"));
   bool named = false;
   for (const auto& e : read_jsonl(dir + "/events.jsonl"))
     if (e["kind"] == "skip") named = e["nonfinite_params"][0]["name"] == "head.weight";
