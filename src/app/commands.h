@@ -24,6 +24,7 @@ struct AbCompareOptions {
   std::vector<std::string> allow_diff;  // spec keys (or "section.") besides precision.* that may differ
   int repeats = 1;                      // seeds per side, for the seed-to-seed noise
   double max_accuracy_drop = 0.005;
+  int speed_rounds = 3;                 // interleaved `mpt bench` rounds for the speed-up (0: the runs' means)
 };
 
 // Exit 0 on PASS, 3 on FAIL, 1 when a run failed, 2 on bad usage.

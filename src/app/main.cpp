@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
   ab_cmd->add_option("--allow-diff", ab.allow_diff, "Spec keys besides precision.* that may differ (comma-separated)")
       ->delimiter(',');
   ab_cmd->add_option("--repeats", ab.repeats, "Seeds per side, for the seed-to-seed noise")->check(CLI::Range(1, 100));
+  ab_cmd
+      ->add_option("--speed-rounds", ab.speed_rounds,
+                   "Rounds of `mpt bench` on both sides, alternating, for the speed-up (0: the training runs' means)")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
   ab_cmd->add_option("--max-accuracy-drop", ab.max_accuracy_drop, "How far B's test accuracy may trail A's (absolute)")
       ->default_str("0.005")
       ->check(CLI::Range(0.0, 1.0));

@@ -59,6 +59,8 @@ TEST_CASE("ab-compare of the shipped FP32 and mixed specs PASSes, reports, and r
   CHECK(compare["a"]["steps"] == 400);
   CHECK(std::abs(compare["accuracy_gap"].get<double>()) < 0.005);
   CHECK(compare["speedup"].get<double>() > 0);
+  CHECK(compare["speed"]["source"] == "interleaved");  // 3 rounds of mpt bench, alternating A and B
+  CHECK(compare["speed"]["round_ratios"].size() == 3);
   CHECK(compare["b"]["loss_scale"]["mode"] == "dynamic");
   CHECK(compare["a"]["steps_to_target"].is_number());
   CHECK(compare["b"]["steps_to_target"].is_number());

@@ -68,6 +68,20 @@ TEST_CASE("equal runs within the accuracy bar PASS and report the speed-up", "[f
   CHECK(c.a.roughness == Approx(c.b.roughness));
 }
 
+TEST_CASE("interleaved timing rounds replace the runs' means in the speed-up, with their spread noted",
+          "[fast][compare]") {
+  Comparison c = compare_runs({synthetic_run("fp32", 0.9000, 30000)}, {synthetic_run("mixed", 0.8970, 15000)}, {});
+  CHECK(c.speedup == Approx(0.5));  // a busy machine during B's run
+  CHECK(c.speed_source == "training");
+  use_speed_rounds(c, SpeedRounds{{100, 110, 90}, {140, 160, 120}});
+  CHECK(c.speed_source == "interleaved");
+  REQUIRE(c.speed_ratios.size() == 3);
+  CHECK(c.speedup == Approx(1.4));  // median of 1.4, 1.4545, 1.3333
+  CHECK_THAT(c.notes.back(), Catch::Contains("median of 3 interleaved `mpt bench` rounds (B/A 1.33x to 1.45x)") &&
+                                 Catch::Contains("the training runs' own means gave 0.50x"));
+  CHECK(to_json(c)["speed"]["round_ratios"].size() == 3);
+}
+
 TEST_CASE("an accuracy drop beyond the bar FAILs with exit code 3, and a gain beyond it is only noted", "[fast][compare]") {
   Comparison drop = compare_runs({synthetic_run("fp32", 0.90, 1)}, {synthetic_run("mixed", 0.89, 1)}, {});
   CHECK(drop.verdict == Verdict::kFail);

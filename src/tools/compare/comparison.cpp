@@ -272,6 +272,22 @@ nlohmann::json side_json(const SideStats& s) {
 
 }  // namespace
 
+void use_speed_rounds(Comparison& c, const SpeedRounds& rounds) {
+  c.speed_ratios.clear();
+  for (size_t r = 0; r < rounds.a.size() && r < rounds.b.size(); ++r)
+    if (rounds.a[r] > 0) c.speed_ratios.push_back(rounds.b[r] / rounds.a[r]);
+  if (c.speed_ratios.empty()) return;
+  std::vector<double> sorted = c.speed_ratios;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  c.notes.push_back(fmt::format("speed-up {:.2f}x: the median of {} interleaved `mpt bench` rounds (B/A {:.2f}x to "
+                                "{:.2f}x); the training runs' own means gave {:.2f}x",
+                                median, n, sorted.front(), sorted.back(), c.speedup));
+  c.speedup = median;
+  c.speed_source = "interleaved";
+}
+
 nlohmann::json to_json(const Comparison& c) {
   return {
       {"verdict", verdict_name(c.verdict)},
@@ -287,6 +303,7 @@ nlohmann::json to_json(const Comparison& c) {
       {"accuracy_noise", c.accuracy_noise},
       {"convergence_target_loss", finite_or_null(c.convergence_target)},
       {"speedup", finite_or_null(c.speedup)},
+      {"speed", {{"source", c.speed_source}, {"round_ratios", c.speed_ratios}}},
       {"step_time_ratio", finite_or_null(c.step_time_ratio)},
       {"memory_ratio", finite_or_null(c.memory_ratio)},
       {"allowed_differences", c.allowed_differences},

@@ -62,7 +62,9 @@ struct Comparison {
   double accuracy_gap = NAN;        // B - A (absolute)
   double relative_accuracy_gap = NAN;
   double accuracy_noise = 0.0;      // pooled seed-to-seed standard deviation (repeats > 1)
-  double speedup = NAN;             // B's samples/s over A's
+  double speedup = NAN;             // B's samples/s over A's (the interleaved rounds' median when measured)
+  std::string speed_source = "training";  // "training" (each side's run, minutes apart) or "interleaved"
+  std::vector<double> speed_ratios;       // B/A of each interleaved round
   double step_time_ratio = NAN;     // B's median step over A's
   double memory_ratio = NAN;        // B's peak memory over A's
   Verdict verdict = Verdict::kPass;
@@ -75,6 +77,16 @@ struct Comparison {
 // `a_runs` and `b_runs` hold one record per repeat (seed), first run first; neither may be empty.
 Comparison compare_runs(const std::vector<RunRecord>& a_runs, const std::vector<RunRecord>& b_runs,
                         const Thresholds& thresholds);
+
+// samples/s of each side in rounds of `mpt bench` timed back to back, alternating which goes first.
+struct SpeedRounds {
+  std::vector<double> a;
+  std::vector<double> b;
+};
+
+// The speed-up as the median of the rounds' B/A ratios instead of the training runs' means, which ran minutes
+// apart and swing with whatever else the machine does; the spread and the training runs' figure become a note.
+void use_speed_rounds(Comparison& comparison, const SpeedRounds& rounds);
 
 nlohmann::json to_json(const Comparison& comparison);
 
