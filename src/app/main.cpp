@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "common/edit_distance.h"
 #include "common/error.h"
 #include "device/hardware.h"
 #include "mpt/version.h"
@@ -16,24 +17,11 @@ namespace {
 
 // "; did you mean 'train'?" for a command within two edits of a known one, else "".
 std::string nearest_command(CLI::App& cli, const std::string& typed) {
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      size_t diagonal = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        const size_t above = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        diagonal = above;
-      }
-    }
-    return row[b.size()];
-  };
   std::string best;
   size_t best_distance = 3;
   for (CLI::App* sub : cli.get_subcommands([](CLI::App*) { return true; }))
-    if (const size_t d = distance(typed, sub->get_name()); d < best_distance) best = sub->get_name(), best_distance = d;
+    if (const size_t d = mpt::edit_distance(typed, sub->get_name()); d < best_distance)
+      best = sub->get_name(), best_distance = d;
   return best.empty() ? "" : "; did you mean '" + best + "'?";
 }
 

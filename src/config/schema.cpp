@@ -6,6 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include "common/edit_distance.h"
+
 namespace mpt::config {
 namespace {
 
@@ -191,21 +193,6 @@ std::vector<KeySpec> build_schema() {
               "On a GPU: stop with an error naming the operation when a training step makes the host wait for the "
               "device anywhere but the one overflow check (LibTorch's sync debug mode). No effect on a CPU.")),
   };
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string last_segment(const std::string& key) { return key.substr(key.rfind('.') + 1); }

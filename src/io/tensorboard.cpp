@@ -47,6 +47,16 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// Event{wall_time=1, step=2}: what every event of a step starts with.
+std::string event_at(double wall_time, int64_t step) {
+  std::string event;
+  event.push_back(0x09);
+  put_fixed<double>(event, wall_time);
+  event.push_back(0x10);
+  put_varint(event, static_cast<uint64_t>(step));
+  return event;
+}
+
 }  // namespace
 
 uint32_t crc32c(const void* data, size_t size) {
@@ -69,11 +79,7 @@ std::string encode_scalar_event(double wall_time, int64_t step, const std::strin
   put_fixed<float>(summary_value, value);
   std::string summary;  // Summary{value=1}
   put_bytes_field(summary, 0x0A, summary_value);
-  std::string event;    // Event{wall_time=1, step=2, summary=5}
-  event.push_back(0x09);
-  put_fixed<double>(event, wall_time);
-  event.push_back(0x10);
-  put_varint(event, static_cast<uint64_t>(step));
+  std::string event = event_at(wall_time, step);  // ..., summary=5
   put_bytes_field(event, 0x2A, summary);
   return event;
 }
@@ -90,11 +96,7 @@ std::string encode_session_start_event(double wall_time, int64_t step) {
   std::string session_log;  // SessionLog{status=1: START}
   session_log.push_back(0x08);
   put_varint(session_log, 1);
-  std::string event;  // Event{wall_time=1, step=2, session_log=7}
-  event.push_back(0x09);
-  put_fixed<double>(event, wall_time);
-  event.push_back(0x10);
-  put_varint(event, static_cast<uint64_t>(step));
+  std::string event = event_at(wall_time, step);  // ..., session_log=7
   put_bytes_field(event, 0x3A, session_log);
   return event;
 }
