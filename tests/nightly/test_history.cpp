@@ -50,6 +50,38 @@ TEST_CASE("regressions are judged against the median of the last N good nights o
   CHECK(median({4, 1, 2, 3}) == 2.5);
 }
 
+TEST_CASE("a busy night's throughput is neither judged nor a baseline, and a quiet night's slowdown still is",
+          "[fast][nightly]") {
+  auto night = [](int n, double samples_per_sec, double other_cpu) {
+    json r = record("n" + std::to_string(100 + n), "ok", samples_per_sec, 0.9);
+    r["load"] = {{"other_cpu", other_cpu}};
+    return r;
+  };
+  RegressionRules rules;  // window 5, 7% throughput drop, 25% of the CPUs used by others
+  std::vector<json> history;
+  int alarms = 0, notes_seen = 0;
+  auto judge = [&](const json& tonight) {
+    std::vector<std::string> notes;
+    const auto regressions = find_regressions(tonight, history, rules, &notes);
+    alarms += static_cast<int>(regressions.size());
+    notes_seen += static_cast<int>(notes.size());
+    history.push_back(tonight);
+    return regressions;
+  };
+  const double quiet[] = {100, 103, 97, 101, 99, 102, 98, 100, 101, 99};
+  for (int n = 0; n < 10; ++n) judge(night(n, quiet[n], 0.02));
+  // Ten nights beside a busy neighbour: an OpenMP barrier waiting on a descheduled thread swings throughput wildly.
+  const double busy[] = {44, 110, 61, 38, 95, 52, 70, 41, 88, 57};
+  for (int n = 10; n < 20; ++n) judge(night(n, busy[n - 10], 0.45));
+  CHECK(alarms == 0);
+  CHECK(notes_seen == 10);
+  // The busy nights are no baseline: a quiet night at the usual speed is fine, a planted 10% slowdown is caught.
+  CHECK(judge(night(20, 100, 0.03)).empty());
+  const auto slowdown = judge(night(21, 90, 0.03));
+  REQUIRE(slowdown.size() == 1);
+  CHECK_THAT(slowdown[0], Catch::Contains("10.0% below the median 100 of the last 5 good night(s)"));
+}
+
 TEST_CASE("history.jsonl: appended line by line, a torn last line ignored, a damaged one named", "[fast][nightly]") {
   const std::string dir = mpt::testing::scratch_dir("history");
   const std::string path = dir + "/history.jsonl";

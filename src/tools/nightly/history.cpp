@@ -57,10 +57,18 @@ double metric(const nlohmann::json& record, const char* key) {
   return record["metrics"][key].get<double>();
 }
 
+// The share of the CPUs other work used while the job ran (NaN when not recorded).
+double other_cpu(const nlohmann::json& record) {
+  if (!record.contains("load") || !record["load"].is_object()) return NAN;
+  const auto& load = record["load"];
+  return load.contains("other_cpu") && load["other_cpu"].is_number() ? load["other_cpu"].get<double>() : NAN;
+}
+
 }  // namespace
 
 std::vector<std::string> find_regressions(const nlohmann::json& current, const std::vector<nlohmann::json>& history,
-                                          const RegressionRules& rules) {
+                                          const RegressionRules& rules, std::vector<std::string>* notes) {
+  auto loaded = [&](const nlohmann::json& record) { return other_cpu(record) > rules.max_other_cpu; };
   const std::string job = current.value("job", ""), night = current.value("night", "");
   const std::string status = current.value("status", "");
   std::vector<const nlohmann::json*> previous, baseline;
@@ -80,24 +88,35 @@ std::vector<std::string> find_regressions(const nlohmann::json& current, const s
   const bool ab = current.value("kind", "") == "ab_compare";
   const char* throughput_key = ab ? "speedup" : "samples_per_sec";
   const char* accuracy_key = ab ? "b_accuracy" : "accuracy";
-  auto baseline_median = [&](const char* key) {
+  size_t nights_used = 0;  // by the last baseline_median
+  // The median of `key` over the last rules.window good nights (for throughput, good and not busy).
+  auto baseline_median = [&](const char* key, bool skip_loaded) {
     std::vector<double> values;
-    for (const auto* record : baseline)
-      if (double v = metric(*record, key); std::isfinite(v)) values.push_back(v);
-    return median(values);
+    for (auto it = previous.rbegin(); it != previous.rend() && static_cast<int>(values.size()) < rules.window; ++it)
+      if (double v = metric(**it, key); (*it)->value("status", "") == "ok" && std::isfinite(v) &&
+                                         !(skip_loaded && loaded(**it)))
+        values.push_back(v);
+    nights_used = values.size();
+    return values.empty() ? NAN : median(values);
   };
-  const double throughput = metric(current, throughput_key), usual_throughput = baseline_median(throughput_key);
-  if (std::isfinite(throughput) && usual_throughput > 0 &&
-      throughput < usual_throughput * (1.0 - rules.throughput_drop))
+  const double throughput = metric(current, throughput_key);
+  const double usual_throughput = baseline_median(throughput_key, /*skip_loaded=*/true);
+  if (loaded(current)) {
+    if (notes)
+      notes->push_back(fmt::format("{} not judged: other work used {:.0f}% of the machine's CPUs during the job "
+                                   "(allowed {:.0f}%)", throughput_key, 100 * other_cpu(current),
+                                   100 * rules.max_other_cpu));
+  } else if (std::isfinite(throughput) && usual_throughput > 0 &&
+             throughput < usual_throughput * (1.0 - rules.throughput_drop))
     regressions.push_back(fmt::format("{} {:.4g} is {:.1f}% below the median {:.4g} of the last {} good night(s) "
                                       "(allowed: {:.1f}%)", throughput_key, throughput,
-                                      100 * (1 - throughput / usual_throughput), usual_throughput, baseline.size(),
+                                      100 * (1 - throughput / usual_throughput), usual_throughput, nights_used,
                                       100 * rules.throughput_drop));
-  const double accuracy = metric(current, accuracy_key), usual_accuracy = baseline_median(accuracy_key);
+  const double accuracy = metric(current, accuracy_key), usual_accuracy = baseline_median(accuracy_key, false);
   if (std::isfinite(accuracy) && std::isfinite(usual_accuracy) && usual_accuracy - accuracy > rules.accuracy_drop)
     regressions.push_back(fmt::format("{} {:.4f} is {:.2f} points below the median {:.4f} of the last {} good "
                                       "night(s) (allowed: {:.2f})", accuracy_key, accuracy,
-                                      100 * (usual_accuracy - accuracy), usual_accuracy, baseline.size(),
+                                      100 * (usual_accuracy - accuracy), usual_accuracy, nights_used,
                                       100 * rules.accuracy_drop));
   return regressions;
 }

@@ -21,8 +21,10 @@ std::vector<nlohmann::json> read_history(const std::string& path);
 // What changed for the worse in `current` (a job's record tonight) against the median of the last
 // rules.window records of the same job with status "ok" in `history` (tonight excluded). Empty when fine or
 // when there is no history yet.
+// A job during which other work used more than rules.max_other_cpu of the CPUs (its "load") is not judged on
+// throughput, and no such night is a throughput baseline; `notes`, when given, says so.
 std::vector<std::string> find_regressions(const nlohmann::json& current, const std::vector<nlohmann::json>& history,
-                                          const RegressionRules& rules);
+                                          const RegressionRules& rules, std::vector<std::string>* notes = nullptr);
 
 double median(std::vector<double> values);
 

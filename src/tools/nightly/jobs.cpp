@@ -2,7 +2,11 @@
 #include "tools/nightly/jobs.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -89,6 +93,43 @@ Job job_from_json(const nlohmann::json& json) {
   return job;
 }
 
+// CPU seconds the whole machine has spent busy (steal included: a VM neighbour's share) since boot.
+double machine_busy_seconds() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") return -1;
+  return static_cast<double>(user + nice + system + irq + softirq + steal) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds of this process's finished children (and theirs): the job's own work.
+double children_cpu_seconds() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_CHILDREN, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+// How busy the machine was with other work while the job ran: the CPU time everything but the job used, as a
+// share of all the CPUs' wall time (the job's own threads cannot raise it); and the load average at its end.
+struct LoadProbe {
+  double busy = machine_busy_seconds(), own = children_cpu_seconds();
+
+  nlohmann::json measure(double seconds) const {
+    nlohmann::json load = nlohmann::json::object();
+    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    const double busy_after = machine_busy_seconds();
+    if (busy >= 0 && busy_after >= busy && seconds > 0 && cpus > 0) {
+      const double others = std::max(0.0, busy_after - busy - (children_cpu_seconds() - own));
+      load["other_cpu"] = std::min(1.0, others / (seconds * static_cast<double>(cpus)));
+    }
+    double average = 0.0;
+    if (std::ifstream loadavg("/proc/loadavg"); loadavg >> average) load["loadavg_1min"] = average;
+    load["cpus"] = cpus;
+    return load;
+  }
+};
+
 nlohmann::json run_job(const Job& job, const std::string& job_dir, const volatile int* stop_requested) {
   fs::create_directories(job_dir);
   std::vector<std::string> args = {process::self_executable()};
@@ -106,10 +147,12 @@ nlohmann::json run_job(const Job& job, const std::string& job_dir, const volatil
   options.log_path = job_dir + "/job.log";
   options.timeout_sec = job.time_budget_sec;
   options.own_process_group = true;  // a budget must stop ab-compare's runs as well
+  const LoadProbe load;
   const process::ChildResult child = process::run_child(args, options, stop_requested);
 
   nlohmann::json record = {{"job", job.name},          {"kind", job.kind},   {"exit_code", child.exit_code},
-                           {"seconds", child.seconds}, {"run_dir", job_dir}, {"tags", job.tags}};
+                           {"seconds", child.seconds}, {"run_dir", job_dir}, {"tags", job.tags},
+                           {"load", load.measure(child.seconds)}};
   std::string status;
   if (job.kind == "train") {
     const nlohmann::json summary = read_json_or_null(job_dir + "/summary.json");

@@ -108,7 +108,9 @@ class NightRunner {
       record["suite"] = suite_.name;
       record["recovered"] = recovering;
       record["versions"] = {{"mpt", kVersion}, {"git", kGitHash}, {"libtorch", kTorchVersion}};
-      record["regressions"] = find_regressions(record, history_, suite_.regression);
+      std::vector<std::string> notes;
+      record["regressions"] = find_regressions(record, history_, suite_.regression, &notes);
+      if (!notes.empty()) record["notes"] = notes;
       append_history(history_path_, record);
       history_.push_back(record);
       entry["status"] = record["status"];
@@ -162,6 +164,10 @@ std::string summary_markdown(const nlohmann::json& summary) {
   if (!summary["regressions"].empty()) {
     md += "\n## Regressions\n\n";
     for (const auto& r : summary["regressions"]) md += "- " + r.get<std::string>() + "\n";
+  }
+  if (summary.contains("notes") && !summary["notes"].empty()) {
+    md += "\n## Notes\n\n";
+    for (const auto& n : summary["notes"]) md += "- " + n.get<std::string>() + "\n";
   }
   if (!summary["recovered"].empty()) {
     md += "\n## Recovered from an interrupted night\n\n";
@@ -253,7 +259,7 @@ NightOutcome run_night(const Suite& suite, const std::string& root, const volati
     interrupted = !runner.run_pending(night, /*recovering=*/false);
   }
 
-  nlohmann::json jobs = nlohmann::json::array(), regressions = nlohmann::json::array();
+  nlohmann::json jobs = nlohmann::json::array(), regressions = nlohmann::json::array(), notes = nlohmann::json::array();
   int failed = 0;
   for (const auto& record : runner.history()) {
     if (record.value("night", "") != night) continue;
@@ -261,11 +267,13 @@ NightOutcome run_night(const Suite& suite, const std::string& root, const volati
     const std::string status = record.value("status", "");
     if (status == "failed" || status == "timeout") ++failed;
     for (const auto& r : record["regressions"]) regressions.push_back(record.value("job", "?") + ": " + r.get<std::string>());
+    if (record.contains("notes"))
+      for (const auto& n : record["notes"]) notes.push_back(record.value("job", "?") + ": " + n.get<std::string>());
   }
   outcome.summary = {{"suite", suite.name},       {"night", night},
                      {"status", interrupted ? "interrupted" : "finished"},
                      {"jobs", jobs},              {"failed", failed},
-                     {"regressions", regressions}, {"recovered", recovered},
+                     {"regressions", regressions}, {"notes", notes}, {"recovered", recovered},
                      {"versions", {{"mpt", kVersion}, {"git", kGitHash}, {"libtorch", kTorchVersion}}}};
   outcome.exit_code = interrupted || failed > 0 ? kExitRunFailed : regressions.empty() ? kExitOk : kExitVerdictFailed;
   outcome.summary["exit_code"] = outcome.exit_code;
@@ -281,6 +289,7 @@ NightOutcome run_night(const Suite& suite, const std::string& root, const volati
                                jobs.size(), failed, regressions.size(), interrupted ? "; INTERRUPTED" : ""));
   for (const auto& record : jobs) report.push_back(job_line(record));
   for (const auto& r : regressions) report.push_back("  REGRESSION " + r.get<std::string>());
+  for (const auto& n : notes) report.push_back("  NOTE " + n.get<std::string>());
   for (const auto& r : recovered) report.push_back("  recovered " + r);
   if (interrupted) report.push_back("  stopped by a signal; the next invocation resumes the unfinished jobs");
   if (!pruned.empty()) report.push_back(fmt::format("  pruned {} old night(s): {}", pruned.size(), fmt::join(pruned, ", ")));

@@ -114,12 +114,13 @@ Suite load_suite(const std::string& path) {
 
   if (const YAML::Node rules = root["regression"]) {
     if (!rules.IsMap()) {
-      reader.problem(rules, "regression: expected a mapping (window, throughput_drop, accuracy_drop)");
+      reader.problem(rules, "regression: expected a mapping (window, throughput_drop, accuracy_drop, max_other_cpu)");
     } else {
-      reader.check_keys(rules, {"window", "throughput_drop", "accuracy_drop"}, "regression");
+      reader.check_keys(rules, {"window", "throughput_drop", "accuracy_drop", "max_other_cpu"}, "regression");
       reader.read(rules, "window", suite.regression.window, "an integer");
       reader.read(rules, "throughput_drop", suite.regression.throughput_drop, "a fraction");
       reader.read(rules, "accuracy_drop", suite.regression.accuracy_drop, "a fraction");
+      reader.read(rules, "max_other_cpu", suite.regression.max_other_cpu, "a fraction");
       if (suite.regression.window < 1) reader.problem(rules["window"], "window: expected an integer >= 1");
     }
   }

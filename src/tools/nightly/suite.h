@@ -21,6 +21,9 @@ struct RegressionRules {
   int window = 5;                  // compare with the median of the last N successful nights
   double throughput_drop = 0.07;   // relative drop in samples/s (train) or speed-up (ab_compare)
   double accuracy_drop = 0.005;    // absolute drop in test accuracy
+  // A job during which other work used more than this share of the machine's CPUs has its throughput neither
+  // judged nor used as a baseline: that work, not mpt, set its speed.
+  double max_other_cpu = 0.25;
 };
 
 struct Suite {
