@@ -82,6 +82,73 @@ TEST_CASE("a busy night's throughput is neither judged nor a baseline, and a qui
   CHECK_THAT(slowdown[0], Catch::Contains("10.0% below the median 100 of the last 5 good night(s)"));
 }
 
+TEST_CASE("on an always-busy machine a job on the idle cores is judged: no false alarm in ten nights, a planted 10% "
+          "slowdown caught; on every core it is not judged", "[fast][nightly]") {
+  // Two cores, a neighbour keeping one busy all the time (other_cpu 0.5). The job runs device.threads=1: the
+  // neighbour takes none of its core, and its speed is steady (MLP step 3.41-3.43 ms beside a busy loop, against
+  // 6.5-6.7 ms and wild swings with 2 threads; docs/performance.md).
+  auto night = [](int n, double samples_per_sec, double other_cpu, int threads) {
+    json r = record("n" + std::to_string(100 + n), "ok", samples_per_sec, 0.9);
+    r["metrics"]["threads"] = threads;
+    r["load"] = {{"other_cpu", other_cpu}, {"cpus", 2}};
+    return r;
+  };
+  RegressionRules rules;  // window 5, 7% throughput drop, 25% of the job's cores taken by others
+  std::vector<json> history;
+  int alarms = 0, notes_seen = 0;
+  auto judge = [&](const json& tonight) {
+    std::vector<std::string> notes;
+    const auto regressions = find_regressions(tonight, history, rules, &notes);
+    alarms += static_cast<int>(regressions.size());
+    notes_seen += static_cast<int>(notes.size());
+    history.push_back(tonight);
+    return regressions;
+  };
+  // A week on both cores while the machine was quiet: another baseline, never compared with one thread's.
+  for (int n = 0; n < 5; ++n) judge(night(n, 140, 0.01, 2));
+  const double one_thread[] = {100, 103, 97, 101, 98, 102, 99, 100, 104, 96};
+  const double neighbour[] = {0.49, 0.50, 0.52, 0.50, 0.48, 0.51, 0.50, 0.53, 0.49, 0.50};
+  for (int n = 0; n < 10; ++n) judge(night(5 + n, one_thread[n], neighbour[n], 1));
+  CHECK(alarms == 0);
+  CHECK(notes_seen == 0);  // every night judged
+  const auto slowdown = judge(night(15, 90, 0.50, 1));
+  REQUIRE(slowdown.size() == 1);
+  CHECK_THAT(slowdown[0], Catch::Contains("10.0% below the median 100 of the last 5 good night(s)"));
+
+  // The neighbour grows to more than the idle core: it takes part of the job's core, and that night is not judged.
+  std::vector<std::string> notes;
+  CHECK(find_regressions(night(16, 60, 0.80, 1), history, rules, &notes).empty());
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Catch::Contains("other work took 60% of the job's cores"));
+  // The same neighbour beside a job on both cores takes half of them: not judged either.
+  notes.clear();
+  CHECK(find_regressions(night(17, 70, 0.50, 2), history, rules, &notes).empty());
+  CHECK(notes.size() == 1);
+}
+
+TEST_CASE("a train job timed in bench runs is judged on their median, and on the training run's mean until earlier "
+          "nights have one", "[fast][nightly]") {
+  auto night = [](int n, double training, double bench) {
+    json r = record("n" + std::to_string(100 + n), "ok", training, 0.9);
+    if (bench > 0) r["metrics"]["bench_samples_per_sec"] = bench;
+    return r;
+  };
+  RegressionRules rules;
+  std::vector<json> history = {night(0, 100, 0), night(1, 100, 0)};
+  // No earlier bench medians: the training run's mean decides.
+  auto first = find_regressions(night(2, 80, 100), history, rules);
+  REQUIRE(first.size() == 1);
+  CHECK_THAT(first[0], Catch::Contains("samples_per_sec 80 is 20.0% below"));
+  for (int n = 3; n < 8; ++n) history.push_back(night(n, 100, 50));
+  // A training run 12% slow whose bench median is as usual is no regression; a bench median 10% down is.
+  CHECK(find_regressions(night(8, 88, 50.5), history, rules).empty());
+  std::string flagged;  // what nightly then times again before calling it
+  auto slow = find_regressions(night(9, 100, 45), history, rules, nullptr, &flagged);
+  REQUIRE(slow.size() == 1);
+  CHECK_THAT(slow[0], Catch::Contains("bench_samples_per_sec 45 is 10.0% below the median 50"));
+  CHECK(flagged == "bench_samples_per_sec");
+}
+
 TEST_CASE("history.jsonl: appended line by line, a torn last line ignored, a damaged one named", "[fast][nightly]") {
   const std::string dir = mpt::testing::scratch_dir("history");
   const std::string path = dir + "/history.jsonl";

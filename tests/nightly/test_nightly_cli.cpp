@@ -57,6 +57,11 @@ TEST_CASE("a night runs every job in order, records history, and a failing job d
   CHECK(history[0]["job"] == "first");
   CHECK(history[0]["status"] == "ok");
   CHECK(history[0]["metrics"]["steps"] == 40);
+  CHECK(history[0]["metrics"]["bench_rounds"].size() == 3);  // timed again in 3 runs of mpt bench
+  CHECK(history[0]["metrics"]["bench_samples_per_sec"].get<double>() > 0);
+  CHECK(history[0]["metrics"]["threads"].get<int>() >= 1);
+  CHECK(history[0]["metrics"]["peak_memory_bytes"].get<int64_t>() > 0);
+  CHECK(history[0]["metrics"]["checkpoint_peak_memory_bytes"].is_number());
   CHECK(history[0]["versions"]["git"].is_string());
   CHECK(history[1]["status"] == "failed");
   CHECK(history[2]["job"] == "ab");

@@ -57,18 +57,29 @@ double metric(const nlohmann::json& record, const char* key) {
   return record["metrics"][key].get<double>();
 }
 
-// The share of the CPUs other work used while the job ran (NaN when not recorded).
-double other_cpu(const nlohmann::json& record) {
-  if (!record.contains("load") || !record["load"].is_object()) return NAN;
-  const auto& load = record["load"];
-  return load.contains("other_cpu") && load["other_cpu"].is_number() ? load["other_cpu"].get<double>() : NAN;
+double number_in(const nlohmann::json& record, const char* object, const char* key) {
+  if (!record.contains(object) || !record[object].is_object()) return NAN;
+  const auto& node = record[object];
+  return node.contains(key) && node[key].is_number() ? node[key].get<double>() : NAN;
+}
+
+// The share of the job's own cores that other work took while it ran (NaN when not recorded): what other work used
+// beyond the cores the job left idle (cpus - threads). Without the thread count, the job is taken to use every
+// core, and this is the share of all CPUs other work used.
+double intrusion(const nlohmann::json& record) {
+  const double other = number_in(record, "load", "other_cpu"), cpus = number_in(record, "load", "cpus");
+  const double threads = number_in(record, "metrics", "threads");
+  if (!std::isfinite(other) || !std::isfinite(cpus) || !std::isfinite(threads) || threads <= 0 || threads >= cpus)
+    return other;
+  return std::max(0.0, other * cpus - (cpus - threads)) / threads;
 }
 
 }  // namespace
 
 std::vector<std::string> find_regressions(const nlohmann::json& current, const std::vector<nlohmann::json>& history,
-                                          const RegressionRules& rules, std::vector<std::string>* notes) {
-  auto loaded = [&](const nlohmann::json& record) { return other_cpu(record) > rules.max_other_cpu; };
+                                          const RegressionRules& rules, std::vector<std::string>* notes,
+                                          std::string* throughput_flagged) {
+  auto loaded = [&](const nlohmann::json& record) { return intrusion(record) > rules.max_other_cpu; };
   const std::string job = current.value("job", ""), night = current.value("night", "");
   const std::string status = current.value("status", "");
   std::vector<const nlohmann::json*> previous, baseline;
@@ -89,29 +100,44 @@ std::vector<std::string> find_regressions(const nlohmann::json& current, const s
   const char* throughput_key = ab ? "speedup" : "samples_per_sec";
   const char* accuracy_key = ab ? "b_accuracy" : "accuracy";
   size_t nights_used = 0;  // by the last baseline_median
-  // The median of `key` over the last rules.window good nights (for throughput, good and not busy).
-  auto baseline_median = [&](const char* key, bool skip_loaded) {
+  // Throughput compares with nights that ran as many threads (when both recorded): a suite that moves to fewer
+  // threads on a busy machine starts a new baseline.
+  const double threads = metric(current, "threads");
+  auto same_threads = [&](const nlohmann::json& record) {
+    const double theirs = metric(record, "threads");
+    return !std::isfinite(threads) || !std::isfinite(theirs) || theirs == threads;
+  };
+  // The median of `key` over the last rules.window good nights (for throughput, good, not busy, same threads).
+  auto baseline_median = [&](const char* key, bool for_throughput) {
     std::vector<double> values;
     for (auto it = previous.rbegin(); it != previous.rend() && static_cast<int>(values.size()) < rules.window; ++it)
       if (double v = metric(**it, key); (*it)->value("status", "") == "ok" && std::isfinite(v) &&
-                                         !(skip_loaded && loaded(**it)))
+                                         !(for_throughput && (loaded(**it) || !same_threads(**it))))
         values.push_back(v);
     nights_used = values.size();
     return values.empty() ? NAN : median(values);
   };
+  double usual_throughput = NAN;
+  // A train job's throughput is its bench rounds' median when tonight and earlier nights were timed so (jobs.h),
+  // else the training run's mean.
+  if (!ab && std::isfinite(metric(current, "bench_samples_per_sec")) &&
+      std::isfinite(usual_throughput = baseline_median("bench_samples_per_sec", /*for_throughput=*/true)))
+    throughput_key = "bench_samples_per_sec";
+  if (!std::isfinite(usual_throughput)) usual_throughput = baseline_median(throughput_key, /*for_throughput=*/true);
   const double throughput = metric(current, throughput_key);
-  const double usual_throughput = baseline_median(throughput_key, /*skip_loaded=*/true);
   if (loaded(current)) {
     if (notes)
-      notes->push_back(fmt::format("{} not judged: other work used {:.0f}% of the machine's CPUs during the job "
-                                   "(allowed {:.0f}%)", throughput_key, 100 * other_cpu(current),
-                                   100 * rules.max_other_cpu));
+      notes->push_back(fmt::format("{} not judged: other work took {:.0f}% of the job's cores while it ran (allowed "
+                                   "{:.0f}%; a job with fewer threads than cores leaves the rest to other work)",
+                                   throughput_key, 100 * intrusion(current), 100 * rules.max_other_cpu));
   } else if (std::isfinite(throughput) && usual_throughput > 0 &&
-             throughput < usual_throughput * (1.0 - rules.throughput_drop))
+             throughput < usual_throughput * (1.0 - rules.throughput_drop)) {
     regressions.push_back(fmt::format("{} {:.4g} is {:.1f}% below the median {:.4g} of the last {} good night(s) "
                                       "(allowed: {:.1f}%)", throughput_key, throughput,
                                       100 * (1 - throughput / usual_throughput), usual_throughput, nights_used,
                                       100 * rules.throughput_drop));
+    if (throughput_flagged) *throughput_flagged = throughput_key;
+  }
   const double accuracy = metric(current, accuracy_key), usual_accuracy = baseline_median(accuracy_key, false);
   if (std::isfinite(accuracy) && std::isfinite(usual_accuracy) && usual_accuracy - accuracy > rules.accuracy_drop)
     regressions.push_back(fmt::format("{} {:.4f} is {:.2f} points below the median {:.4f} of the last {} good "

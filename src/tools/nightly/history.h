@@ -22,9 +22,11 @@ std::vector<nlohmann::json> read_history(const std::string& path);
 // rules.window records of the same job with status "ok" in `history` (tonight excluded). Empty when fine or
 // when there is no history yet.
 // A job during which other work used more than rules.max_other_cpu of the CPUs (its "load") is not judged on
-// throughput, and no such night is a throughput baseline; `notes`, when given, says so.
+// throughput, and no such night is a throughput baseline; `notes`, when given, says so. When the throughput rule
+// fires, `throughput_flagged` (when given) gets the metric it judged ("bench_samples_per_sec", ...).
 std::vector<std::string> find_regressions(const nlohmann::json& current, const std::vector<nlohmann::json>& history,
-                                          const RegressionRules& rules, std::vector<std::string>* notes = nullptr);
+                                          const RegressionRules& rules, std::vector<std::string>* notes = nullptr,
+                                          std::string* throughput_flagged = nullptr);
 
 double median(std::vector<double> values);
 

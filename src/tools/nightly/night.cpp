@@ -98,7 +98,7 @@ class NightRunner {
       entry["status"] = "running";
       write_state(night_dir, state);
 
-      nlohmann::json record = run_job(job, night_dir + "/" + job.name, stop_);
+      nlohmann::json record = run_job(job, night_dir + "/" + job.name, suite_.regression.speed_rounds, stop_);
       if (*stop_) {  // the job was stopped by us, not by its own failure: resume it next time
         entry["status"] = "pending";
         write_state(night_dir, state);
@@ -109,7 +109,14 @@ class NightRunner {
       record["recovered"] = recovering;
       record["versions"] = {{"mpt", kVersion}, {"git", kGitHash}, {"libtorch", kTorchVersion}};
       std::vector<std::string> notes;
-      record["regressions"] = find_regressions(record, history_, suite_.regression, &notes);
+      std::string throughput_flagged;
+      record["regressions"] = find_regressions(record, history_, suite_.regression, &notes, &throughput_flagged);
+      // A slow night is timed again before it is called: the machine alone can be slower for a while.
+      if (throughput_flagged == "bench_samples_per_sec" &&
+          retime_train_job(job, record, 2 * suite_.regression.speed_rounds, stop_)) {
+        notes.clear();
+        record["regressions"] = find_regressions(record, history_, suite_.regression, &notes);
+      }
       if (!notes.empty()) record["notes"] = notes;
       append_history(history_path_, record);
       history_.push_back(record);
@@ -140,7 +147,17 @@ std::string job_line(const nlohmann::json& record) {
   auto number = [&](const char* key) { return metrics.contains(key) && metrics[key].is_number(); };
   if (record.value("kind", "") == "train") {
     if (number("accuracy")) detail += fmt::format("  accuracy {:.4f}", metrics["accuracy"].get<double>());
-    if (number("samples_per_sec")) detail += fmt::format("  {:.0f} samples/s", metrics["samples_per_sec"].get<double>());
+    if (number("bench_samples_per_sec"))
+      detail += fmt::format("  {:.0f} samples/s (median of {} bench runs)", metrics["bench_samples_per_sec"].get<double>(),
+                            metrics["bench_rounds"].size());
+    else if (number("samples_per_sec"))
+      detail += fmt::format("  {:.0f} samples/s", metrics["samples_per_sec"].get<double>());
+    if (number("peak_memory_bytes")) {
+      auto mib = [&](const char* key) { return number(key) ? metrics[key].get<double>() / 1048576.0 : 0.0; };
+      detail += fmt::format("  memory {:.0f} MiB training ({:.0f} eval, {:.0f} checkpoint, {:.0f} process)",
+                            mib("peak_memory_bytes"), mib("eval_peak_memory_bytes"),
+                            mib("checkpoint_peak_memory_bytes"), mib("process_peak_memory_bytes"));
+    }
   } else if (metrics.contains("verdict")) {
     detail += "  verdict " + metrics["verdict"].get<std::string>();
     if (number("accuracy_gap")) detail += fmt::format("  gap {:+.2f}%", 100 * metrics["accuracy_gap"].get<double>());

@@ -114,14 +114,19 @@ Suite load_suite(const std::string& path) {
 
   if (const YAML::Node rules = root["regression"]) {
     if (!rules.IsMap()) {
-      reader.problem(rules, "regression: expected a mapping (window, throughput_drop, accuracy_drop, max_other_cpu)");
+      reader.problem(rules, "regression: expected a mapping (window, throughput_drop, accuracy_drop, max_other_cpu, "
+                            "speed_rounds)");
     } else {
-      reader.check_keys(rules, {"window", "throughput_drop", "accuracy_drop", "max_other_cpu"}, "regression");
+      reader.check_keys(rules, {"window", "throughput_drop", "accuracy_drop", "max_other_cpu", "speed_rounds"},
+                        "regression");
       reader.read(rules, "window", suite.regression.window, "an integer");
       reader.read(rules, "throughput_drop", suite.regression.throughput_drop, "a fraction");
       reader.read(rules, "accuracy_drop", suite.regression.accuracy_drop, "a fraction");
       reader.read(rules, "max_other_cpu", suite.regression.max_other_cpu, "a fraction");
+      reader.read(rules, "speed_rounds", suite.regression.speed_rounds, "an integer");
       if (suite.regression.window < 1) reader.problem(rules["window"], "window: expected an integer >= 1");
+      if (suite.regression.speed_rounds < 0 || suite.regression.speed_rounds > 20)
+        reader.problem(rules["speed_rounds"], "speed_rounds: expected an integer from 0 to 20");
     }
   }
 

@@ -21,9 +21,12 @@ struct RegressionRules {
   int window = 5;                  // compare with the median of the last N successful nights
   double throughput_drop = 0.07;   // relative drop in samples/s (train) or speed-up (ab_compare)
   double accuracy_drop = 0.005;    // absolute drop in test accuracy
-  // A job during which other work used more than this share of the machine's CPUs has its throughput neither
-  // judged nor used as a baseline: that work, not mpt, set its speed.
+  // A job whose own cores other work took more than this share of (beyond the cores the job left idle: a train
+  // job on fewer threads than cores) has its throughput neither judged nor used as a baseline: that work, not
+  // mpt, set its speed.
   double max_other_cpu = 0.25;
+  // Runs of `mpt bench` after a train job whose median samples/s is judged instead of the training run's mean.
+  int speed_rounds = 3;
 };
 
 struct Suite {

@@ -75,7 +75,9 @@ th{background:#f3f3f3}.bad{color:#c62828;font-weight:bold}
       html += chart(id + "-gap", "Accuracy gap B-A", "gap", "accuracy_gap", records);
     } else {
       html += chart(id + "-accuracy", "Test accuracy", "accuracy", "accuracy", records);
-      html += chart(id + "-throughput", "Throughput", "samples/s", "samples_per_sec", records);
+      html += chart(id + "-throughput", "Throughput (training run)", "samples/s", "samples_per_sec", records);
+      html += chart(id + "-bench", "Throughput (median of the bench runs)", "samples/s", "bench_samples_per_sec", records);
+      html += chart(id + "-memory", "Peak memory, training steps", "bytes", "peak_memory_bytes", records);
     }
     html += "</div>\n<table>\n<tr><th>#</th><th>night</th><th>status</th><th>seconds</th><th>regressions</th></tr>\n";
     for (size_t i = records.size() > 20 ? records.size() - 20 : 0; i < records.size(); ++i) {
