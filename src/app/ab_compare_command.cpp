@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "app/max_batch.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json.h"
@@ -146,6 +147,25 @@ compare::SpeedRounds time_both_sides(const AbCompareOptions& options, const std:
   return rounds;
 }
 
+// Each side's largest batch within the budget, in its own precision: the seed's "memory -> batch" answer.
+void find_max_batches(const AbCompareOptions& options, compare::Comparison& comparison) {
+  const int64_t budget = options.max_batch_budget_mib * 1024 * 1024;
+  nlohmann::json trials = nlohmann::json::array();
+  int64_t batches[2] = {0, 0};
+  for (int side = 0; side < 2; ++side) {
+    const std::string& path = side == 0 ? options.a : options.b;
+    const bool dir = fs::is_directory(path);
+    const std::string spec_path = dir ? path + "/config.yaml" : path;
+    const std::vector<std::string> overrides = dir ? std::vector<std::string>{} : options.overrides;
+    const config::Spec spec = run::load_resolved_spec(spec_path, overrides);
+    std::cerr << fmt::format("ab-compare: largest batch of side {} within {} MiB\n", side == 0 ? "A" : "B",
+                             options.max_batch_budget_mib);
+    batches[side] = largest_batch(spec_path, overrides, spec.get_string("precision.mode"),
+                                  spec.get_int("data.batch_size"), budget, trials);
+  }
+  compare::use_max_batch(comparison, budget, batches[0], batches[1]);
+}
+
 int finish(const AbCompareOptions& options, const std::string& out, const std::vector<compare::RunRecord>& a_runs,
            const std::vector<compare::RunRecord>& b_runs, std::vector<std::string> allowed) {
   compare::Thresholds thresholds;
@@ -155,6 +175,7 @@ int finish(const AbCompareOptions& options, const std::string& out, const std::v
     fs::create_directories(out);
     compare::use_speed_rounds(comparison, time_both_sides(options, out));
   }
+  if (options.max_batch_budget_mib > 0) find_max_batches(options, comparison);
   comparison.allowed_differences = std::move(allowed);
   write_reports(out, comparison, a_runs.front(), b_runs.front());
   std::cout << compare::render_terminal(comparison)

@@ -25,6 +25,7 @@ struct AbCompareOptions {
   int repeats = 1;                      // seeds per side, for the seed-to-seed noise
   double max_accuracy_drop = 0.005;
   int speed_rounds = 3;                 // interleaved `mpt bench` rounds for the speed-up (0: the runs' means)
+  int64_t max_batch_budget_mib = 0;     // > 0: also find each side's largest batch within this budget
 };
 
 // Exit 0 on PASS, 3 on FAIL, 1 when a run failed, 2 on bad usage.

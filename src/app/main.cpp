@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
                    "Rounds of `mpt bench` on both sides, alternating, for the speed-up (0: the training runs' means)")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
+  ab_cmd
+      ->add_option("--max-batch-budget", ab.max_batch_budget_mib,
+                   "Also find each side's largest batch within this many MiB of training-step memory")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   ab_cmd->add_option("--max-accuracy-drop", ab.max_accuracy_drop, "How far B's test accuracy may trail A's (absolute)")
       ->default_str("0.005")
       ->check(CLI::Range(0.0, 1.0));

@@ -66,6 +66,17 @@ class FreshRunDirectory {
   int exceptions_;
 };
 
+// With more threads than idle cores, every OpenMP barrier waits for a thread the kernel gave to other work: an MLP
+// step went from 1.2 to 144 ms with 2 threads on 2 cores, one busy (docs/performance.md).
+void warn_if_cores_are_busy(spdlog::logger& logger, int threads) {
+  const int cores = hardware::available_cores(), others = hardware::other_runnable_tasks();
+  if (others <= 0 || threads <= cores - others) return;
+  const int fitting = std::max(1, cores - others);
+  logger.warn("{} other task(s) are running on this machine's {} core(s); with {} threads each parallel region waits "
+              "for threads the kernel gives to them: device.threads={} may be faster (mpt bench measures it)",
+              others, cores, threads, fitting);
+}
+
 }  // namespace
 
 int run_train(const TrainOptions& options) {
@@ -113,6 +124,7 @@ int run_train(const TrainOptions& options) {
   const int threads = hardware::configure_threads(static_cast<int>(c.threads), launch ? launch->local_world_size : 1);
   const torch::Device device = c.device == "cuda" ? torch::Device(torch::kCUDA, launch ? launch->local_rank : 0)
                                                   : torch::Device(torch::kCPU);
+  if (device.is_cpu() && threads > 1) warn_if_cores_are_busy(*logger, threads);
   const std::string blas = hardware::blas_description();
   logger->info("device {} | {} threads | BLAS {} | precision {} ({}) | loss scale {}", c.device, threads, blas,
                c.precision.mode, c.precision.strategy, precision::loss_scale_mode_name(c.precision.loss_scale.mode));
@@ -130,8 +142,8 @@ int run_train(const TrainOptions& options) {
                                    : std::to_string(c.data.batch_size));
 
   const data::SampleShape sample = data::sample_shape(c.data);
-  // Training memory: weights, optimizer state and the steps' activations, not the datasets loaded above.
-  hardware::MemoryPeak memory(device);
+  // Memory from here: weights, optimizer state and the steps' activations, not the datasets loaded above.
+  hardware::MemoryPeaks memory(device);
   run::TrainingStack stack =
       run::build_training_stack(c, sample, train_loader.batches_per_epoch(), device, group.world_size());
   if (stack.init) logger->info("model.init_from {}: {}", c.model.init_from, io::describe(*stack.init));
@@ -184,7 +196,9 @@ int run_train(const TrainOptions& options) {
   context.total_steps = c.train.total_steps;
   context.world_size = group.world_size();
   context.distributed_backend = group.distributed() ? group.backend() : "";
-  context.peak_memory_bytes = memory.bytes();
+  using hardware::MemoryPhase;
+  context.memory = {memory.kind(), memory.bytes(MemoryPhase::kTraining), memory.bytes(MemoryPhase::kEvaluation),
+                    memory.bytes(MemoryPhase::kCheckpoint), memory.process_bytes()};
   context.wall_time_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const nlohmann::json summary = train::make_summary(result, context);
   if (!result.ranks_agree) logger->error("ranks disagree at the end of training: {}", result.ranks_disagreement);

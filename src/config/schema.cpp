@@ -189,6 +189,9 @@ std::vector<KeySpec> build_schema() {
               "Data parallelism: only this rank injects the Inf of inject_nonfinite_grad_at (-1 = every rank).")),
       resumable(integer("debug.die_at_step", "0", 0, kInf,
               "Data parallelism: the last rank kills itself (SIGKILL) at this step, to rehearse losing a rank.")),
+      resumable(real("debug.slow_down", "0.0", 0, 10,
+           "Sleep this fraction of each step's own time inside the step: a planted slowdown (0.1 = 10% fewer "
+           "samples/s), to check that a nightly's throughput alarm catches it.")),
       resumable(boolean("debug.forbid_host_syncs", "false",
               "On a GPU: stop with an error naming the operation when a training step makes the host wait for the "
               "device anywhere but the one overflow check (LibTorch's sync debug mode). No effect on a CPU.")),

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -54,6 +55,20 @@ int available_cores() {
     if (microseconds > 0) cores = std::min(cores, static_cast<int>(std::max(1LL, (microseconds + period - 1) / period)));
   }
   return cores;
+}
+
+int other_runnable_tasks() {
+  int fewest = -1;
+  for (int sample = 0; sample < 5; ++sample) {
+    if (sample > 0) std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    std::ifstream stat("/proc/stat");
+    for (std::string line; std::getline(stat, line);)
+      if (line.rfind("procs_running ", 0) == 0) {
+        const int running = std::atoi(line.c_str() + 14) - 1;
+        fewest = fewest < 0 ? running : std::min(fewest, running);
+      }
+  }
+  return fewest < 0 ? -1 : std::max(0, fewest);
 }
 
 int configure_threads(int requested, int processes_sharing) {

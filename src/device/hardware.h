@@ -15,6 +15,11 @@ int cuda_compute_capability();  // major*10+minor of device 0; 0 without CUDA
 // cgroup v2 CPU quota; at least 1.
 int available_cores();
 
+// Tasks other than this one that are runnable right now (/proc/stat's procs_running, the least of a few samples
+// over ~20 ms, less this thread): each keeps a core busy, and an OpenMP barrier waits for any of our threads the
+// kernel deschedules for it. -1 when unknown.
+int other_runnable_tasks();
+
 // Sets LibTorch's intra-op threads and, when OpenBLAS is loaded, its thread count; 0 means every available core,
 // divided among `processes_sharing` processes on this machine (the local ranks of a data-parallel job).
 int configure_threads(int requested, int processes_sharing = 1);

@@ -1,9 +1,13 @@
-// MemoryPeak (see memory_peak.h). The CPU peak is VmHWM from /proc/self/status; writing 5 to
-// /proc/self/clear_refs resets it to the current RSS (Linux 4.0 and later).
+// MemoryPeaks (see memory_peak.h). The phases count tensor bytes (device/cpu_tensor_memory.h on the CPU, the
+// caching allocator's allocated bytes on CUDA); the process peak is VmHWM from /proc/self/status, which nothing
+// resets, or the allocator's highest peak on CUDA.
 #include "device/memory_peak.h"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
+
+#include "device/cpu_tensor_memory.h"
 
 #ifdef MPT_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -29,46 +33,57 @@ int64_t allocator_stat(bool peak) {
 
 }  // namespace
 
-MemoryPeak::MemoryPeak(torch::Device device) : device_(device) {
+MemoryPeaks::MemoryPeaks(torch::Device device) : device_(device) {
 #ifdef MPT_WITH_CUDA
-  if (device_.is_cuda()) baseline_ = allocator_stat(/*peak=*/false);
+  if (device_.is_cuda()) {
+    baseline_ = allocator_stat(/*peak=*/false);
+    process_ = allocator_stat(/*peak=*/true);
+  }
 #endif
-  if (device_.is_cpu()) baseline_ = status_kib("VmRSS") * 1024;
+  if (!device_.is_cuda()) {
+    count_cpu_tensor_memory();
+    baseline_ = cpu_tensor_bytes();
+  }
   reset_peak();
 }
 
-int64_t MemoryPeak::current_peak() const {
+int64_t MemoryPeaks::current_peak() const {
 #ifdef MPT_WITH_CUDA
   if (device_.is_cuda()) return allocator_stat(/*peak=*/true);
 #endif
-  return status_kib("VmHWM") * 1024;
+  return cpu_tensor_peak_bytes();
 }
 
-void MemoryPeak::reset_peak() {
+void MemoryPeaks::reset_peak() {
 #ifdef MPT_WITH_CUDA
   if (device_.is_cuda()) {
     c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
     return;
   }
 #endif
-  std::ofstream("/proc/self/clear_refs") << "5";
+  reset_cpu_tensor_peak();
 }
 
-void MemoryPeak::pause() {
-  if (paused_) return;
-  kept_ = std::max(kept_, current_peak());
-  paused_ = true;
-}
-
-void MemoryPeak::resume() {
-  if (!paused_) return;
+void MemoryPeaks::enter(MemoryPhase phase) {
+  if (phase == phase_) return;
+  int64_t& kept = kept_[static_cast<size_t>(phase_)];
+  kept = std::max(kept, current_peak());
+  if (device_.is_cuda()) process_ = std::max(process_, kept);
   reset_peak();
-  paused_ = false;
+  phase_ = phase;
 }
 
-int64_t MemoryPeak::bytes() const {
-  const int64_t peak = paused_ ? kept_ : std::max(kept_, current_peak());
+int64_t MemoryPeaks::bytes(MemoryPhase phase) const {
+  int64_t peak = kept_[static_cast<size_t>(phase)];
+  if (phase == phase_) peak = std::max(peak, current_peak());
   return std::max<int64_t>(0, peak - baseline_);
 }
+
+int64_t MemoryPeaks::process_bytes() const {
+  if (device_.is_cuda()) return std::max(process_, current_peak());
+  return status_kib("VmHWM") * 1024;
+}
+
+std::string MemoryPeaks::kind() const { return device_.is_cuda() ? "CUDA allocator" : "CPU tensors"; }
 
 }  // namespace mpt::hardware

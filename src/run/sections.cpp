@@ -135,6 +135,7 @@ std::vector<KeyBinding> all_bindings() {
       binding("debug.inject_nonfinite_rank", &E::train, &T::inject_nonfinite_rank),
       binding("debug.die_at_step", &E::train, &T::die_at_step),
       binding("debug.forbid_host_syncs", &E::train, &T::forbid_host_syncs),
+      binding("debug.slow_down", &E::train, &T::slow_down),
   };
 }
 

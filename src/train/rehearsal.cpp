@@ -2,8 +2,10 @@
 #include "train/rehearsal.h"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <limits>
+#include <thread>
 
 #include "common/error.h"
 
@@ -27,6 +29,10 @@ bool Rehearsal::injects_at(int64_t step) const {
 
 bool Rehearsal::stops_before(int64_t next) const {
   return config_.stop_after_steps > 0 && next == config_.stop_after_steps + 1;
+}
+
+void Rehearsal::slow_down(double seconds) const {
+  if (config_.slow_down > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds * config_.slow_down));
 }
 
 void Rehearsal::after_backward(int64_t step, const std::function<NamedTensors()>& holders) const {

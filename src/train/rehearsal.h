@@ -27,6 +27,8 @@ class Rehearsal {
   bool injects_at(int64_t step) const;
   // debug.stop_after_steps: whether the run stops, interrupted, before taking step `next`.
   bool stops_before(int64_t next) const;
+  // debug.slow_down: at the end of a step that took `seconds` so far, sleep that fraction of it.
+  void slow_down(double seconds) const;
 
  private:
   const TrainConfig& config_;

@@ -9,6 +9,12 @@
 
 namespace mpt::train {
 
+// Peak memory per phase (hardware::MemoryPeaks): the phases above the baseline, the process absolute.
+struct MemoryReport {
+  std::string kind;  // "CPU tensors" or "CUDA allocator"
+  int64_t training = 0, evaluation = 0, checkpoint = 0, process = 0;
+};
+
 // Facts about the run that the trainer does not own.
 struct RunContext {
   std::string name;
@@ -20,7 +26,7 @@ struct RunContext {
   bool tf32 = false;
   std::string blas;
   double wall_time_sec = 0.0;
-  int64_t peak_memory_bytes = 0;
+  MemoryReport memory;
   int64_t global_batch_size = 0;
   int64_t total_steps = 0;
   int world_size = 1;

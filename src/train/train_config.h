@@ -25,6 +25,7 @@ struct TrainConfig {
   double bucket_mb = 25.0;             // gradient all-reduce bucket size
   int64_t stop_after_steps = 0;        // 0: off
   bool forbid_host_syncs = false;      // on a GPU, any host sync in a step but the overflow check is an error
+  double slow_down = 0.0;              // debug: sleep this fraction of each step's time (a planted slowdown)
 };
 
 }  // namespace mpt::train

@@ -88,6 +88,7 @@ void Trainer::resume(const std::string& checkpoint_path) {
 // One optimizer step, top to bottom: gradients from every micro-batch, then the backward finished (unscale,
 // check, clip, decide), then the update applied or the step skipped.
 void Trainer::step_once() {
+  const auto started = std::chrono::steady_clock::now();
   ForbidHostSyncs forbid(config_.forbid_host_syncs && device_.is_cuda());
   PhaseClock clock(profile_, device_);
   const int64_t step = state_.step + 1;  // 1-based number of the step being taken
@@ -112,6 +113,7 @@ void Trainer::step_once() {
   record_scale_change(step, finished.scale_update);
   state_.scaler = scaler_.state();
   state_.data = train_loader_.position();
+  rehearsal_.slow_down(seconds_since(started));  // debug.slow_down: a planted slowdown
 }
 
 void Trainer::clear_gradients() {
@@ -227,6 +229,7 @@ void Trainer::close_epoch_if_done(int64_t epoch_before) {
 }
 
 void Trainer::evaluate_now() {
+  const hardware::MemoryPhaseScope phase(memory_, hardware::MemoryPhase::kEvaluation);
   // Batch-norm statistics are per rank (local batch norm): evaluate every shard with rank 0's, which the
   // checkpoint holds too.
   group_->broadcast(model_->buffers(), "buffer broadcast");
@@ -243,6 +246,7 @@ void Trainer::evaluate_now() {
 
 void Trainer::save_checkpoint() {
   if (!sinks_.checkpoints) return;
+  const hardware::MemoryPhaseScope phase(memory_, hardware::MemoryPhase::kCheckpoint);
   state_.rng_state = at::detail::getDefaultCPUGenerator().get_state();
   sinks_.events.checkpoint_saved(state_.step, sinks_.checkpoints->save(weights_, *optimizer_, state_));
 }
@@ -317,12 +321,9 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
     const bool evaluate = (config_.eval_every_steps > 0 && state_.step % config_.eval_every_steps == 0) || last;
     const bool checkpoint =
         (config_.checkpoint_every_steps > 0 && state_.step % config_.checkpoint_every_steps == 0) || last;
-    if (memory_ && (evaluate || checkpoint)) memory_->pause();
     if (evaluate) evaluate_now();
     if (checkpoint) save_checkpoint();
-    if (memory_) memory_->resume();
   }
-  if (memory_) memory_->pause();
   if (!result_.eval && result_.status == "completed") evaluate_now();  // resumed a finished run: still report
   if (result_.status == "interrupted" && state_.step > 0) save_checkpoint();
   if (!epoch_closed_ && epoch_samples_ > 0) {  // no epoch completed: report the partial one

@@ -94,8 +94,8 @@ class Trainer {
   void step_once();
   // Accumulate per-phase times into `phases` (null: stop).
   void attach_profile(StepPhases* phases) { profile_ = phases; }
-  // Paused around evaluations and checkpoint writes, so that it measures the training steps alone.
-  void attach_memory(hardware::MemoryPeak* memory) { memory_ = memory; }
+  // Told when evaluations and checkpoint writes run, so that each phase keeps its own peak.
+  void attach_memory(hardware::MemoryPeaks* memory) { memory_ = memory; }
 
  private:
   void clear_gradients();
@@ -148,7 +148,7 @@ class Trainer {
   int64_t window_predictions_ = 0, epoch_predictions_ = 0;  // samples, or masked tokens under masked-LM
   bool epoch_closed_ = false;
   StepPhases* profile_ = nullptr;
-  hardware::MemoryPeak* memory_ = nullptr;
+  hardware::MemoryPeaks* memory_ = nullptr;
   dist::Group single_process_;
   dist::Group* group_;
   std::unique_ptr<dist::GradientAverager> averager_;

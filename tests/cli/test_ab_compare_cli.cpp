@@ -83,12 +83,35 @@ TEST_CASE("ab-compare of the shipped FP32 and mixed specs PASSes, reports, and r
   CHECK(std::filesystem::last_write_time(checkpoint) == written);
   CHECK(read_json(out + "/compare.json")["accuracy_gap"] == compare["accuracy_gap"]);
 
-  // Two finished run directories compare without running anything.
+  // Two finished run directories compare without retraining; --max-batch-budget adds each side's largest batch.
   const std::string reports = scratch_dir("ab-dirs");
-  CommandResult dirs = run_mpt({"ab-compare", a_dir, b_dir, "--out", reports});
+  CommandResult dirs = run_mpt({"ab-compare", a_dir, b_dir, "--out", reports, "--speed-rounds", "0",
+                                "--max-batch-budget", "200"});
   INFO(dirs.output);
   CHECK(dirs.exit_code == 0);
-  CHECK(read_json(reports + "/compare.json")["accuracy_gap"] == compare["accuracy_gap"]);
+  const nlohmann::json from_dirs = read_json(reports + "/compare.json");
+  CHECK(from_dirs["accuracy_gap"] == compare["accuracy_gap"]);
+  CHECK(from_dirs["max_batch_budget_bytes"] == 200ll << 20);
+  CHECK(from_dirs["a"]["max_batch"].get<int64_t>() >= 8);
+  CHECK(from_dirs["b"]["max_batch"].get<int64_t>() >= 8);
+  CHECK_THAT(read_file_text(reports + "/compare.md"), Catch::Contains("| max batch within 200 MiB |"));
+}
+
+TEST_CASE("summary.json keeps the training steps' peak memory apart from evaluation, checkpoints and the process",
+          "[slow][cli][compare]") {
+  const std::string run = scratch_dir("phase-memory") + "/run";
+  CommandResult train = run_mpt({"train", kMixed, "train.max_steps=20", "train.eval_every_steps=10",
+                                 "checkpoint.every_steps=10", "--run-dir", run});
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const nlohmann::json summary = read_json(run + "/summary.json");
+  const nlohmann::json& memory = summary["memory"];
+  CHECK(memory["kind"] == "CPU tensors");
+  CHECK(memory["training_peak_bytes"] == summary["peak_memory_bytes"]);  // the A/B memory answer
+  CHECK(memory["training_peak_bytes"].get<int64_t>() > 0);
+  for (const char* phase : {"evaluation_peak_bytes", "checkpoint_peak_bytes"}) CHECK(memory[phase].get<int64_t>() >= 0);
+  // The process peak is absolute (the datasets and libraries included), the phases are above the baseline.
+  CHECK(memory["process_peak_bytes"].get<int64_t>() > memory["training_peak_bytes"].get<int64_t>());
 }
 
 TEST_CASE("a learning-rate slip in B is refused unless allowed, and then FAILs on accuracy with exit 3",

@@ -79,6 +79,19 @@ TEST_CASE("mpt bench --loader-only measures the data loader alone", "[fast][cli]
   CHECK(r["samples_per_sec"].get<double>() > 0);
 }
 
+TEST_CASE("debug.slow_down sleeps that fraction of each step inside it: the planted slowdown nightly must catch",
+          "[fast][cli][bench]") {
+  CommandResult run = run_mpt({"bench", kMixed, "--steps", "20", "--warmup", "2", "--json", "--no-peak",
+                               "debug.slow_down=2"});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json r = nlohmann::json::parse(run.output.substr(run.output.find('{')));
+  double phases = 0.0;  // the step's own work; the sleep comes after it, twice as long
+  for (const char* phase : {"data", "forward", "backward", "scaler", "optimizer"}) phases += r["breakdown_ms"][phase].get<double>();
+  const double mean_step_ms = 1000.0 * 128 / r["samples_per_sec"].get<double>();
+  CHECK(mean_step_ms > 2.5 * phases);
+}
+
 TEST_CASE("mpt bench --max-batch finds the largest batch within a memory budget for each precision",
           "[slow][cli][bench]") {
   CommandResult run = run_mpt({"bench", kMixed, "--max-batch", "--memory-budget-mib", "200", "--json"});

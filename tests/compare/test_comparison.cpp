@@ -189,3 +189,31 @@ TEST_CASE("compare.json, compare.md and report.html carry the verdict, every num
   CHECK(html.find("<script") == std::string::npos);
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // nothing fetched from elsewhere
 }
+
+TEST_CASE("the memory answer is the training steps' peak; evaluation, checkpoint and process peaks are shown apart, "
+          "and the max-batch row appears once measured", "[fast][compare]") {
+  RunRecord fp32 = synthetic_run("fp32", 0.9, 30000), mixed = synthetic_run("mixed", 0.9, 30000);
+  // Evaluation and the checkpoint write need more than training, and about the same on both sides.
+  fp32.summary["peak_memory_bytes"] = 876 << 20;
+  fp32.summary["memory"] = {{"kind", "RSS"}, {"training_peak_bytes", 876 << 20}, {"evaluation_peak_bytes", 1400 << 20},
+                            {"checkpoint_peak_bytes", 1453 << 20}, {"process_peak_bytes", 1800 << 20}};
+  mixed.summary["peak_memory_bytes"] = 696 << 20;
+  mixed.summary["memory"] = {{"kind", "RSS"}, {"training_peak_bytes", 696 << 20}, {"evaluation_peak_bytes", 1410 << 20},
+                             {"checkpoint_peak_bytes", 1460 << 20}, {"process_peak_bytes", 1810 << 20}};
+  Comparison c = compare_runs({fp32}, {mixed}, {});
+  CHECK(c.memory_ratio == Approx(696.0 / 876.0));
+  CHECK(c.b.checkpoint_peak_bytes == Approx(1460.0 * (1 << 20)));
+  std::string md = render_markdown(c);
+  CHECK_THAT(md, Catch::Contains("| peak memory, training steps | 876 MiB | 696 MiB | 0.79x |"));
+  CHECK_THAT(md, Catch::Contains("| peak memory, eval / checkpoint | 1400 / 1453 MiB | 1410 / 1460 MiB |"));
+  CHECK_THAT(md, Catch::Contains("| peak memory, whole process | 1800 MiB | 1810 MiB |"));
+  CHECK_THAT(md, !Catch::Contains("max batch"));
+
+  use_max_batch(c, 2048ll << 20, 256, 320);
+  md = render_markdown(c);
+  CHECK_THAT(md, Catch::Contains("| max batch within 2048 MiB | 256 | 320 | 1.25x |"));
+  const nlohmann::json json = to_json(c);
+  CHECK(json["a"]["max_batch"] == 256);
+  CHECK(json["b"]["memory"]["evaluation_peak_bytes"] == 1410 << 20);
+  CHECK(json["max_batch_budget_bytes"] == 2048ll << 20);
+}

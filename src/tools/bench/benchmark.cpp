@@ -79,7 +79,7 @@ BenchResult run_benchmark(run::ExperimentConfig c, const BenchOptions& options) 
   const int64_t profiled_steps = separate_profile ? std::min<int64_t>(options.steps, 10) : 0;
   const data::SampleShape sample = data::sample_shape(c.data);
   c.max_steps = options.warmup + options.steps + profiled_steps;
-  hardware::MemoryPeak memory(device);  // as mpt train measures it: the stack and its steps, not the data
+  hardware::MemoryPeaks memory(device);  // as mpt train measures it: the stack and its steps, not the data
   run::TrainingStack stack = run::build_training_stack(c, sample, loader.batches_per_epoch(), device);
   const int64_t macs = stack.model->forward_macs(sample);
   if (device.is_cuda())
@@ -120,8 +120,8 @@ BenchResult run_benchmark(run::ExperimentConfig c, const BenchOptions& options) 
     trainer.attach_profile(nullptr);
   }
   // Before the GEMM probe adds its matrices.
-  result.peak_memory_kind = device.is_cuda() ? "CUDA allocator" : "RSS above the baseline";
-  result.peak_memory_bytes = memory.bytes();
+  result.peak_memory_kind = memory.kind();
+  result.peak_memory_bytes = memory.bytes(hardware::MemoryPhase::kTraining);
 
   const double per_step = 1000.0 / static_cast<double>(std::max<int64_t>(phases.steps, 1));
   result.phases_ms = {phases.data * per_step,   phases.forward * per_step,   phases.backward * per_step,

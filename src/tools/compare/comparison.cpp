@@ -72,6 +72,12 @@ SideStats side_stats(const std::vector<RunRecord>& runs, double target) {
   side.samples_per_sec = number_at(summary, {"samples_per_sec"}, 0.0);
   side.median_step_ms = number_at(summary, {"step_time_ms", "median"}, 0.0);
   side.peak_memory_bytes = number_at(summary, {"peak_memory_bytes"}, 0.0);
+  side.eval_peak_bytes = number_at(summary, {"memory", "evaluation_peak_bytes"}, 0.0);
+  side.checkpoint_peak_bytes = number_at(summary, {"memory", "checkpoint_peak_bytes"}, 0.0);
+  side.process_peak_bytes = number_at(summary, {"memory", "process_peak_bytes"}, 0.0);
+  if (summary.contains("memory") && summary["memory"].is_object() && summary["memory"].contains("kind") &&
+      summary["memory"]["kind"].is_string())
+    side.memory_kind = summary["memory"]["kind"].get<std::string>();
   side.wall_time_sec = number_at(summary, {"wall_time_sec"}, 0.0);
   if (summary.contains("loss_scale")) side.loss_scale_mode = summary["loss_scale"].value("mode", "");
   side.backoffs = static_cast<int64_t>(number_at(summary, {"loss_scale", "backoffs"}, 0));
@@ -226,8 +232,11 @@ std::vector<std::string> metric_definitions(const Thresholds& t) {
                   "0.01 is ~1% jitter. B fails above {:.1f}x A's.",
                   kRoughnessHalfWidth, t.max_roughness_ratio),
       "Throughput: samples/s over the whole training loop (evaluation and checkpoints excluded); speed-up = B/A. "
-      "Step time: median optimizer-step time, ratio B/A. Memory: peak resident memory of the process (RSS on "
-      "CPU), ratio B/A.",
+      "Step time: median optimizer-step time, ratio B/A. Memory: the training steps' peak of tensor memory above "
+      "what was allocated before the model was built (counted by mpt's CPU allocator, or CUDA's caching "
+      "allocator), ratio B/A; evaluation and checkpoint writes have their own peaks; the whole process's is its "
+      "absolute peak RSS on the CPU. Max batch (when measured): the "
+      "largest batch, a multiple of 8, whose training-step peak fits the budget, found by `mpt bench --max-batch`.",
       fmt::format("Loss scale: backoffs, growths, final and minimum scale, and skipped steps; B fails when it skips "
                   "more than {} of its steps or diverges.",
                   percent(t.max_skipped_fraction)),
@@ -259,6 +268,13 @@ nlohmann::json side_json(const SideStats& s) {
       {"samples_per_sec", s.samples_per_sec},
       {"median_step_ms", s.median_step_ms},
       {"peak_memory_bytes", s.peak_memory_bytes},
+      {"memory",
+       {{"kind", s.memory_kind},
+        {"training_peak_bytes", s.peak_memory_bytes},
+        {"evaluation_peak_bytes", s.eval_peak_bytes},
+        {"checkpoint_peak_bytes", s.checkpoint_peak_bytes},
+        {"process_peak_bytes", s.process_peak_bytes}}},
+      {"max_batch", s.max_batch > 0 ? nlohmann::json(s.max_batch) : nlohmann::json(nullptr)},
       {"wall_time_sec", s.wall_time_sec},
       {"loss_scale",
        {{"mode", s.loss_scale_mode},
@@ -271,6 +287,12 @@ nlohmann::json side_json(const SideStats& s) {
 }
 
 }  // namespace
+
+void use_max_batch(Comparison& c, int64_t budget_bytes, int64_t a_batch, int64_t b_batch) {
+  c.max_batch_budget_bytes = budget_bytes;
+  c.a.max_batch = a_batch;
+  c.b.max_batch = b_batch;
+}
 
 void use_speed_rounds(Comparison& c, const SpeedRounds& rounds) {
   c.speed_ratios.clear();
@@ -306,6 +328,7 @@ nlohmann::json to_json(const Comparison& c) {
       {"speed", {{"source", c.speed_source}, {"round_ratios", c.speed_ratios}}},
       {"step_time_ratio", finite_or_null(c.step_time_ratio)},
       {"memory_ratio", finite_or_null(c.memory_ratio)},
+      {"max_batch_budget_bytes", c.max_batch_budget_bytes > 0 ? nlohmann::json(c.max_batch_budget_bytes) : nullptr},
       {"allowed_differences", c.allowed_differences},
       {"thresholds",
        {{"max_accuracy_drop", c.thresholds.max_accuracy_drop},

@@ -39,7 +39,10 @@ struct SideStats {
   double roughness = 0.0;
   double samples_per_sec = 0.0;
   double median_step_ms = 0.0;
-  double peak_memory_bytes = 0.0;
+  double peak_memory_bytes = 0.0;  // the training steps' peak
+  double eval_peak_bytes = 0.0, checkpoint_peak_bytes = 0.0, process_peak_bytes = 0.0;
+  std::string memory_kind;         // "CPU tensors" or "CUDA allocator"; empty from a run before phases were kept
+  int64_t max_batch = 0;           // the largest batch within Comparison::max_batch_budget_bytes (0: not measured)
   double wall_time_sec = 0.0;
   std::string loss_scale_mode;
   int64_t backoffs = 0;
@@ -66,7 +69,8 @@ struct Comparison {
   std::string speed_source = "training";  // "training" (each side's run, minutes apart) or "interleaved"
   std::vector<double> speed_ratios;       // B/A of each interleaved round
   double step_time_ratio = NAN;     // B's median step over A's
-  double memory_ratio = NAN;        // B's peak memory over A's
+  double memory_ratio = NAN;        // B's training-step peak memory over A's
+  int64_t max_batch_budget_bytes = 0;  // when measured: the budget both sides' largest batch fits in
   Verdict verdict = Verdict::kPass;
   std::vector<std::string> failures;  // why it failed; empty on PASS
   std::vector<std::string> notes;     // what a reader should know either way
@@ -87,6 +91,9 @@ struct SpeedRounds {
 // The speed-up as the median of the rounds' B/A ratios instead of the training runs' means, which ran minutes
 // apart and swing with whatever else the machine does; the spread and the training runs' figure become a note.
 void use_speed_rounds(Comparison& comparison, const SpeedRounds& rounds);
+
+// The largest batch each side fits within `budget_bytes` (from `mpt bench --max-batch` per side).
+void use_max_batch(Comparison& comparison, int64_t budget_bytes, int64_t a_batch, int64_t b_batch);
 
 nlohmann::json to_json(const Comparison& comparison);
 

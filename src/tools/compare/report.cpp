@@ -24,6 +24,15 @@ std::string signed_percent(double fraction) {
 std::string times(double ratio) { return std::isfinite(ratio) ? fmt::format("{:.2f}x", ratio) : "-"; }
 std::string mib(double bytes) { return bytes > 0 ? fmt::format("{:.0f} MiB", bytes / (1024.0 * 1024.0)) : "-"; }
 
+double ratio_of(double numerator, double denominator) {
+  return numerator > 0 && denominator > 0 ? numerator / denominator : NAN;
+}
+
+std::string phase_peaks(const SideStats& s) {
+  if (s.memory_kind.empty()) return "-";
+  return fmt::format("{:.0f} / {:.0f} MiB", s.eval_peak_bytes / 1048576.0, s.checkpoint_peak_bytes / 1048576.0);
+}
+
 std::string scale_text(double scale) {
   if (!(scale > 0)) return "-";
   const double exponent = std::log2(scale);
@@ -49,7 +58,7 @@ std::vector<Row> rows(const Comparison& c) {
     if (c.repeats > 1 && std::isfinite(s.accuracy)) text += fmt::format(" +- {:.4f}", s.accuracy_stddev);
     return text;
   };
-  return {
+  std::vector<Row> table = {
       {"precision", a.precision, b.precision, ""},
       {"status", a.status, b.status, ""},
       {"test accuracy", accuracy(a), accuracy(b), signed_percent(c.accuracy_gap)},
@@ -63,9 +72,17 @@ std::vector<Row> rows(const Comparison& c) {
        a.roughness > 0 ? times(b.roughness / a.roughness) : ""},
       {"samples/s", fixed(a.samples_per_sec, 0), fixed(b.samples_per_sec, 0), times(c.speedup)},
       {"median step", fixed(a.median_step_ms, 2) + " ms", fixed(b.median_step_ms, 2) + " ms", times(c.step_time_ratio)},
-      {"peak memory", mib(a.peak_memory_bytes), mib(b.peak_memory_bytes), times(c.memory_ratio)},
+      {"peak memory, training steps", mib(a.peak_memory_bytes), mib(b.peak_memory_bytes), times(c.memory_ratio)},
+      {"peak memory, eval / checkpoint", phase_peaks(a), phase_peaks(b), ""},
+      {"peak memory, whole process", mib(a.process_peak_bytes), mib(b.process_peak_bytes),
+       times(ratio_of(b.process_peak_bytes, a.process_peak_bytes))},
+      {fmt::format("max batch within {}", mib(static_cast<double>(c.max_batch_budget_bytes))),
+       a.max_batch > 0 ? std::to_string(a.max_batch) : "-", b.max_batch > 0 ? std::to_string(b.max_batch) : "-",
+       times(ratio_of(static_cast<double>(b.max_batch), static_cast<double>(a.max_batch)))},
       {"loss scale", loss_scale_text(a), loss_scale_text(b), ""},
   };
+  if (c.max_batch_budget_bytes <= 0) table.erase(table.end() - 2);
+  return table;
 }
 
 std::string verdict_line(const Comparison& c) {
