@@ -97,7 +97,8 @@ int run_child_train(const PlannedRun& run) {
   std::vector<std::string> args = {process::self_executable(), "train", run.spec_path};
   args.insert(args.end(), run.overrides.begin(), run.overrides.end());
   args.insert(args.end(), {"--run-dir", run.dir, "--resume", "auto"});
-  return process::run_child(args, {}).exit_code;
+  // A signal to ab-compare alone (kill, a scheduler's SIGTERM) reaches the run as SIGTERM: it checkpoints and stops.
+  return process::run_child(args, {}, &g_interrupted).exit_code;
 }
 
 std::string run_dir_name(const std::string& side, const config::Spec& spec, int repeat) {
@@ -242,7 +243,7 @@ int run_ab_compare(const AbCompareOptions& options) {
   }
 
   struct sigaction action {};
-  action.sa_handler = note_interrupt;  // the child checkpoints on Ctrl-C; we stop after it
+  action.sa_handler = note_interrupt;  // the child checkpoints (Ctrl-C reaches it, or we forward it); we stop after
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);

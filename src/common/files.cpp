@@ -57,13 +57,13 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   fsync_folder(std::filesystem::path(path).parent_path().string());
 }
 
-void require_regular_file(const std::string& path) {
+void require_regular_file(const std::string& path, const std::string& what) {
   // A directory opens and reads as empty, a device or pipe may never end: refuse both before reading.
   std::error_code error;
   const auto type = std::filesystem::status(path, error).type();
-  if (type == std::filesystem::file_type::directory) throw UsageError(path + ": is a directory; expected a file");
+  if (type == std::filesystem::file_type::directory) throw UsageError(path + ": is a directory; expected " + what);
   if (type != std::filesystem::file_type::regular && type != std::filesystem::file_type::not_found)
-    throw UsageError(path + ": is not a regular file (a device, pipe or socket); expected a file");
+    throw UsageError(path + ": is not a regular file (a device, pipe or socket); expected " + what);
 }
 
 std::string read_file(const std::string& path) {

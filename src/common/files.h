@@ -16,9 +16,9 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 
 std::string read_file(const std::string& path);
 
-// Throws UsageError naming `path` when it is a directory, a device, a pipe or a socket; a missing file is left to
-// the reader's own message.
-void require_regular_file(const std::string& path);
+// Throws UsageError naming `path` when it is a directory, a device, a pipe or a socket, saying it expected
+// `what` ("a file", "a spec file (SPEC.yaml)"); a missing file is left to the reader's own message.
+void require_regular_file(const std::string& path, const std::string& what = "a file");
 
 // Every JSON object of a JSONL file (metrics, events, history). A final line without its newline is a record
 // torn by a kill mid-write and is dropped; any other malformed line throws mpt::Error naming file and line.

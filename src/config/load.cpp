@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "config/schema.h"
 
 namespace mpt::config {
@@ -225,13 +226,8 @@ Spec parse_spec(const std::string& yaml_text, const std::string& source_name,
 
 Spec load_spec(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  if (status.type() == std::filesystem::file_type::not_found)
-    throw UsageError(path + ": cannot open the spec file (does it exist?)");
-  if (status.type() == std::filesystem::file_type::directory)
-    throw UsageError(path + ": is a directory; expected a spec file (SPEC.yaml)");
-  if (status.type() != std::filesystem::file_type::regular)
-    throw UsageError(path + ": is not a regular file (a device, pipe or socket); expected a spec file");
+  if (!std::filesystem::exists(path, error)) throw UsageError(path + ": cannot open the spec file (does it exist?)");
+  require_regular_file(path, "a spec file (SPEC.yaml)");
   const auto size = std::filesystem::file_size(path, error);
   if (!error && size > kMaxSpecBytes)
     throw UsageError(path + ": " + std::to_string(size) + " bytes; a spec is a few kilobytes (at most " +

@@ -11,6 +11,7 @@
 #include "tests/support/helpers.h"
 
 using namespace mpt;
+using mpt::testing::error_of;
 
 namespace {
 
@@ -21,17 +22,6 @@ struct Net : torch::nn::Module {
     fc = register_module("fc", torch::nn::Linear(8, 10));  // fine-tuning: 10 classes, not 1000
   }
 };
-
-template <typename Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  FAIL("expected an mpt::Error");
-  return "";
-}
 
 }  // namespace
 

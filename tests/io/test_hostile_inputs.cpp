@@ -29,21 +29,10 @@
 #include "tools/nightly/suite.h"
 
 namespace fs = std::filesystem;
+using mpt::testing::error_of;
 using mpt::testing::scratch_dir;
 
 namespace {
-
-// What `body` throws as mpt::Error, or FAIL when it throws nothing.
-template <typename Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const mpt::Error& e) {
-    return e.what();
-  }
-  FAIL("expected an mpt::Error");
-  return "";
-}
 
 // A PyTorch zip (torch.save's container) whose data.pkl is `pickle`.
 std::string torch_zip(const std::string& pickle) {

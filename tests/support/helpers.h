@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "data/dataset.h"
 
 // Ends the running test as *skipped*: ctest matches the line (SKIP_REGULAR_EXPRESSION, tests/CMakeLists.txt)
@@ -76,6 +77,18 @@ void with_threads(int threads, Body body) {
   } restore;
   at::set_num_threads(threads);
   body();
+}
+
+// The message of the mpt::Error `body` throws; "(no mpt::Error was thrown)", which no expected message contains,
+// when it returns.
+template <class Body>
+std::string error_of(Body&& body) {
+  try {
+    body();
+  } catch (const mpt::Error& e) {
+    return e.what();
+  }
+  return "(no mpt::Error was thrown)";
 }
 
 // The sample shape of `channels` x `size` x `size` images in `classes` classes, for building image models.

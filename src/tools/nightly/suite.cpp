@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "config/load.h"
 
 namespace mpt::nightly {
@@ -91,7 +92,7 @@ std::string resolve_path(const std::string& suite_path, const std::string& path)
 
 Suite load_suite(const std::string& path) {
   if (!fs::exists(path)) throw UsageError(path + ": no such suite file");
-  if (!fs::is_regular_file(path)) throw UsageError(path + ": is not a regular file; expected a suite file (SUITE.yaml)");
+  require_regular_file(path, "a suite file (SUITE.yaml)");
   if (fs::file_size(path) > (1 << 20)) throw UsageError(path + ": larger than 1 MiB; a suite is a few kilobytes");
   YAML::Node root;
   try {
