@@ -103,8 +103,11 @@ std::vector<KeySpec> build_schema() {
       integer("data.train_limit", "0", 0, kInf, "Use only the first N training samples (0 = all)."),
       integer("data.test_limit", "0", 0, kInf, "Evaluate on only the first N test samples (0 = all)."),
 
-      choice("precision.mode", "fp32", {"fp32", "mixed", "mixed_bf16", "mixed_fp16"},
-             "mixed resolves to bf16 on a CPU with BF16 and on CUDA >= 8.0, fp16 on CUDA 7.x."),
+      choice("precision.mode", "fp32", {"fp32", "mixed", "mixed_bf16", "mixed_fp16", "fp8"},
+             "mixed resolves to bf16 on a CPU with BF16 and on CUDA >= 8.0, fp16 on CUDA 7.x. fp8: the GEMMs of "
+             "Linear layers outside the FP32 islands take E4M3 inputs and weights and E5M2 output gradients, "
+             "each scaled per tensor (precision.fp8.*), everything else as mixed_bf16; on FP8 Tensor Cores (CUDA "
+             ">= 8.9) through _scaled_mm, elsewhere emulated with the same rounding and saturation."),
       choice("precision.strategy", "autocast", {"auto", "autocast", "master_weights"},
              "autocast: FP32 weights cast per op (PyTorch AMP, Apex O1); master_weights: BF16/FP16 weights in the "
              "model, FP32 masters in the optimizer (Apex O2); auto: master_weights for mixed precision on the CPU, "
@@ -115,6 +118,11 @@ std::vector<KeySpec> build_schema() {
            "run of characters): by default the output layers (MLP head, ResNet fc, BERT's heads) and BERT's "
            "LayerNorms. Batch norms keep FP32 weights and statistics and compute in FP32 on BF16/FP16 activations "
            "without being listed; add '*bn*' and '*downsample.1' to give them FP32 activations too."),
+      choice("precision.fp8.recipe", "delayed", {"delayed", "current"},
+             "fp8 scaling: delayed, each tensor's scale from the largest amax of its last amax_history steps, "
+             "updated after each step (Transformer Engine); current, from the tensor's amax as it is cast (torchao)."),
+      integer("precision.fp8.amax_history", "16", 1, 1024, "fp8, delayed: steps of amax history per tensor."),
+      integer("precision.fp8.margin", "0", 0, 32, "fp8: scale = format max / amax / 2^margin (headroom)."),
       boolean("precision.tf32", "false", "CUDA FP32 runs: allow TF32 Tensor Core math in matmul and cuDNN."),
       choice("precision.loss_scale.mode", "auto", {"auto", "dynamic", "static", "none"},
              "auto: dynamic for fp16, none otherwise. Non-finite gradients always skip the step."),

@@ -130,7 +130,8 @@ std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const
     torch::serialize::InputArchive archive;
     archive.load_from(bytes.data() + kHeaderBytes, payload_size);
     for (const std::string& key : archive.keys()) {
-      if (key.rfind("model.", 0) != 0) continue;
+      // Under model.: the weights and buffers, and FP8 scaling state (training state, not weights).
+      if (key.rfind("model.", 0) != 0 || key.rfind("model.fp8.", 0) == 0) continue;
       torch::Tensor tensor;
       if (!archive.try_read(key, tensor, /*is_buffer=*/false)) archive.read(key, tensor, /*is_buffer=*/true);
       weights.emplace_back(key.substr(6), tensor);

@@ -10,6 +10,7 @@
 #include "ops/dropout.h"
 #include "ops/gelu.h"
 #include "ops/layer_norm.h"
+#include "precision/fp8.h"
 
 namespace mpt::models {
 namespace {
@@ -28,9 +29,10 @@ torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
 // x W^T + b through ATen's linear. The C++ frontend's Linear::forward splits a 3-D input into matmul and `+=
 // bias`, so autocast casts only the matmul's operands and the in-place add of the FP32 bias widens the whole
 // BF16 output to FP32 and narrows it back (two extra passes over every projection's output). at::linear is one
-// op to autocast: the bias is cast with the weight and the add stays in the compute dtype.
+// op to autocast: the bias is cast with the weight and the add stays in the compute dtype. Under precision.mode
+// fp8 the layer's GEMM runs in FP8 (precision::linear).
 torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return torch::linear(x, layer->weight, layer->bias);
+  return precision::linear(x, layer->weight, layer->bias);
 }
 
 // The MLM decoder, h E^T + b with E the tied word embeddings, as one autograd node whose weight gradient is

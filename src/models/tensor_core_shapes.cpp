@@ -11,6 +11,7 @@ int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1
 }  // namespace
 
 int64_t tensor_core_multiple(const std::string& resolved_mode, bool tf32) {
+  if (resolved_mode == "fp8") return 16;  // 1-byte elements
   if (resolved_mode == "mixed_bf16" || resolved_mode == "mixed_fp16") return 8;  // 2-byte elements
   return tf32 ? 4 : 0;  // TF32 reads 4-byte FP32 operands
 }

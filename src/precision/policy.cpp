@@ -38,7 +38,7 @@ bool ModulePolicy::runs_in_fp32(const std::string& module_name) const {
 
 torch::ScalarType compute_dtype(const std::string& resolved_mode) {
   if (resolved_mode == "fp32") return torch::kFloat;
-  if (resolved_mode == "mixed_bf16") return torch::kBFloat16;
+  if (resolved_mode == "mixed_bf16" || resolved_mode == "fp8") return torch::kBFloat16;
   if (resolved_mode == "mixed_fp16") return torch::kHalf;
   MPT_CHECK(false, "precision mode '" + resolved_mode + "' was not resolved before use");
 }

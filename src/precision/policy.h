@@ -8,18 +8,20 @@
 #include <vector>
 
 #include "precision/autocast.h"
+#include "precision/fp8_config.h"
 #include "precision/loss_scaler.h"
 #include "precision/numerics.h"
 
 namespace mpt::precision {
 
 struct PrecisionConfig {
-  std::string mode = "fp32";                      // resolved: fp32, mixed_bf16 or mixed_fp16
+  std::string mode = "fp32";                      // resolved: fp32, mixed_bf16, mixed_fp16 or fp8
   std::string strategy = "autocast";              // autocast | master_weights
   // Glob patterns over module names: the output layers and the norms of every model family.
   std::vector<std::string> fp32_modules{"head", "fc", "*LayerNorm", "cls.predictions", "classifier"};
   bool tf32 = false;                              // CUDA only
   LossScaleConfig loss_scale;
+  Fp8Config fp8;                                  // mode fp8
 };
 
 // How a model runs one named submodule under the policy: in FP32 when the policy keeps it there, and
@@ -59,7 +61,7 @@ torch::ScalarType projection_dtype(torch::DeviceType device);
 // `x` as a projection here reads it: an FP32 tensor in projection_dtype, anything else as it is.
 torch::Tensor as_projection_input(const torch::Tensor& x);
 
-// "mixed_bf16" -> kBFloat16, "mixed_fp16" -> kHalf, "fp32" -> kFloat.
+// "mixed_bf16" and "fp8" (BF16 outside the FP8 GEMMs) -> kBFloat16, "mixed_fp16" -> kHalf, "fp32" -> kFloat.
 torch::ScalarType compute_dtype(const std::string& resolved_mode);
 
 // Glob match where '*' matches any run of characters (including dots): "layer*.bn*", "head".

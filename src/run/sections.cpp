@@ -48,6 +48,7 @@ using M = models::ModelConfig;
 using D = data::DataConfig;
 using P = precision::PrecisionConfig;
 using L = precision::LossScaleConfig;
+using F8 = precision::Fp8Config;
 using O = train::OptimizerConfig;
 using S = train::ScheduleConfig;
 using T = train::TrainConfig;
@@ -88,6 +89,9 @@ std::vector<KeyBinding> all_bindings() {
       binding("precision.strategy", &E::precision, &P::strategy),
       binding("precision.fp32_modules", &E::precision, &P::fp32_modules),
       binding("precision.tf32", &E::precision, &P::tf32),
+      binding("precision.fp8.recipe", &E::precision, &P::fp8, &F8::recipe),
+      binding("precision.fp8.amax_history", &E::precision, &P::fp8, &F8::amax_history),
+      binding("precision.fp8.margin", &E::precision, &P::fp8, &F8::margin),
       binding("precision.loss_scale.mode", &E::precision, &P::loss_scale, &L::mode),
       binding("precision.loss_scale.init", &E::precision, &P::loss_scale, &L::init),
       binding("precision.loss_scale.growth_factor", &E::precision, &P::loss_scale, &L::growth_factor),

@@ -13,7 +13,7 @@ train::PrecisionRuntime TrainingStack::precision_runtime() const {
     return fp32_run || policy.runs_in_fp32(dot == std::string::npos ? parameter : parameter.substr(0, dot));
   };
   return train::PrecisionRuntime{precision::LossScaler(loss_scale), compute_dtype, master_weights.get(),
-                                 numerics.get(), computes_in_fp32};
+                                 numerics.get(), computes_in_fp32, fp8.get()};
 }
 
 TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape& sample,
@@ -32,6 +32,8 @@ TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape&
   if (c.precision.strategy == "master_weights")
     stack.master_weights = std::make_unique<precision::MasterWeights>(*stack.model, policy, stack.compute_dtype,
                                                                       stack.model->tied_to_fp32_islands());
+  if (c.precision.mode == "fp8")
+    stack.fp8 = std::make_unique<precision::Fp8Training>(c.precision.fp8, *stack.model, policy, device);
   const auto fp32_weights = stack.master_weights ? stack.master_weights->masters().values() : stack.model->parameters();
   stack.optimizer = train::build_optimizer(c.optimizer, fp32_weights);
 

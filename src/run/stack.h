@@ -10,6 +10,7 @@
 
 #include "io/weights.h"
 #include "models/registry.h"
+#include "precision/fp8.h"
 #include "precision/master_weights.h"
 #include "precision/numerics.h"
 #include "run/sections.h"
@@ -22,6 +23,7 @@ struct TrainingStack {
   std::unique_ptr<precision::NumericsMonitor> numerics;  // outlives the model, whose runners point at it
   models::Model model;
   std::unique_ptr<precision::MasterWeights> master_weights;
+  std::unique_ptr<precision::Fp8Training> fp8;  // precision.mode fp8: its layers' scales (routes their GEMMs)
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   torch::ScalarType compute_dtype = torch::kFloat;
   precision::LossScaleConfig loss_scale;

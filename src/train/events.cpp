@@ -1,6 +1,8 @@
 // Event records. Field names are a contract with ab-compare, nightly and users' alerting.
 #include "train/events.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 
 namespace mpt::train {
@@ -27,6 +29,14 @@ void EventLog::scale_change(int64_t step, const precision::ScaleUpdate& update, 
           {"new_scale", update.new_scale}, {"skipped_steps", skipped_so_far}});
   if (backoff) logger_->warn("step {}: loss scale backoff {:g} -> {:g}", step, update.old_scale, update.new_scale);
   else logger_->info("step {}: loss scale growth {:g} -> {:g}", step, update.old_scale, update.new_scale);
+}
+
+void EventLog::fp8_scale(int64_t step, const precision::Fp8ScaleChange& change) {
+  record({{"step", step}, {"kind", "fp8_scale"}, {"tensor", change.tensor}, {"scale", change.scale},
+          {"previous_scale", change.previous}, {"amax", change.amax}, {"saturated", change.saturated}});
+  const std::string saturated = change.saturated > 0 ? fmt::format(", {} values saturated", change.saturated) : "";
+  logger_->info("step {}: fp8 scale of {} {:g} -> {:g} (amax {:g}){}", step, change.tensor, change.previous,
+                change.scale, change.amax, saturated);
 }
 
 void EventLog::nonfinite_activation(int64_t step, const precision::NonfiniteActivation& activation) {

@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "data/loader.h"
 #include "precision/diagnosis.h"
+#include "precision/fp8.h"
 #include "precision/loss_scaler.h"
 #include "precision/numerics.h"
 
@@ -32,6 +33,8 @@ class EventLog {
   // A checkpoint from a run with another global batch (world size): the data position was converted.
   void data_resharded(int64_t step, const data::DataPosition& saved, const data::DataPosition& now);
   void diverged(int64_t step, const std::string& diagnosis);
+  // An FP8 tensor's scale moved by more than 2x since its last event, or its casts saturated (at log points).
+  void fp8_scale(int64_t step, const precision::Fp8ScaleChange& change);
 
  private:
   void record(nlohmann::json event);

@@ -49,6 +49,7 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
       compute_dtype_(precision.compute_dtype),
       master_weights_(precision.master_weights),
       numerics_(precision.numerics),
+      fp8_(precision.fp8),
       computes_in_fp32_(std::move(precision.computes_in_fp32)),
       device_(device),
       train_loader_(train_loader),
@@ -67,6 +68,9 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
   epoch_loss_ = torch::zeros({}, options);
   epoch_correct_ = torch::zeros({}, options);
   state_.scaler = scaler_.state();
+  // FP8 scales and amax histories travel in checkpoints with the buffers, so a resumed run casts as it would have.
+  if (fp8_)
+    for (const auto& [name, tensor] : fp8_->state()) weights_.buffers.insert(name, tensor);
   if (group_->distributed())
     averager_ = std::make_unique<dist::GradientAverager>(*group_, parameters_, config_.bucket_mb);
 }
@@ -111,6 +115,7 @@ void Trainer::step_once() {
   else apply_update(finished, one_pass);
   clock.mark(&StepPhases::optimizer);
   record_scale_change(step, finished.scale_update);
+  if (fp8_) fp8_->after_step();  // delayed scaling: this step's amaxes set the next step's scales
   state_.scaler = scaler_.state();
   state_.data = train_loader_.position();
   rehearsal_.slow_down(seconds_since(started));  // debug.slow_down: a planted slowdown

@@ -25,6 +25,7 @@
 #include "models/model.h"
 #include "precision/diagnosis.h"
 #include "precision/finish_backward.h"
+#include "precision/fp8.h"
 #include "precision/loss_scaler.h"
 #include "precision/master_weights.h"
 #include "precision/numerics.h"
@@ -75,6 +76,7 @@ struct PrecisionRuntime {
   precision::NumericsMonitor* numerics = nullptr;      // debug.check_numerics; null when off
   // Whether the layer holding a parameter (by name) computes in FP32: the diverged advice's check.
   std::function<bool(const std::string&)> computes_in_fp32;
+  precision::Fp8Training* fp8 = nullptr;               // precision.mode fp8; null otherwise
 };
 
 class Trainer {
@@ -107,6 +109,7 @@ class Trainer {
   void record_skip(int64_t step, const precision::FinishedBackward& finished, bool one_pass);
   void record_scale_change(int64_t step, const precision::ScaleUpdate& update);
   void log_window();
+  void log_fp8_scales(nlohmann::json& line);
   io::ProgressLine progress_line() const;
   void evaluate_now();
   void save_checkpoint();
@@ -122,6 +125,7 @@ class Trainer {
   torch::ScalarType compute_dtype_;
   precision::MasterWeights* master_weights_;
   precision::NumericsMonitor* numerics_;
+  precision::Fp8Training* fp8_;
   std::function<bool(const std::string&)> computes_in_fp32_;
   torch::Device device_;
   data::BatchLoader& train_loader_;

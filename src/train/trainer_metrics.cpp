@@ -20,6 +20,7 @@ void Trainer::log_window() {
                          {"skipped_steps", state_.skipped_steps},
                          {"samples_per_sec", window_samples_ / std::max(window_seconds, 1e-9)}};
   if (last_grad_norm_.defined()) line["grad_norm"] = last_grad_norm_.item<double>();
+  if (fp8_) log_fp8_scales(line);
   if (group_->distributed()) line["world_size"] = group_->world_size();
   sinks_.metrics.write(line);
   for (const char* key : {"loss", "accuracy", "lr", "loss_scale", "skipped_steps", "samples_per_sec", "grad_norm"})
@@ -31,6 +32,20 @@ void Trainer::log_window() {
     sinks_.logger->info("{}", io::format_progress(progress_line()));
   window_loss_.zero_(), window_correct_.zero_(), window_steps_ = 0, window_samples_ = 0, window_predictions_ = 0;
   window_seconds_ = 0.0;
+}
+
+// FP8 scales at a log point: the range over the layers in metrics.jsonl and TensorBoard, and an fp8_scale event
+// for each tensor whose scale moved by more than 2x since its last event or whose casts saturated.
+void Trainer::log_fp8_scales(nlohmann::json& line) {
+  for (const precision::Fp8ScaleChange& change : fp8_->changes()) sinks_.events.fp8_scale(state_.step, change);
+  const precision::Fp8Training::Summary s = fp8_->summary();
+  line["fp8"] = {{"input_scale", {s.input_min, s.input_max}},
+                 {"weight_scale", {s.weight_min, s.weight_max}},
+                 {"grad_output_scale", {s.grad_min, s.grad_max}}};
+  const std::pair<const char*, double> scalars[] = {
+      {"fp8/input_scale_min", s.input_min}, {"fp8/weight_scale_min", s.weight_min},
+      {"fp8/grad_output_scale_min", s.grad_min}, {"fp8/grad_output_scale_max", s.grad_max}};
+  for (const auto& [tag, value] : scalars) sinks_.tensorboard.scalar(tag, state_.step, value);
 }
 
 io::ProgressLine Trainer::progress_line() const {

@@ -200,3 +200,17 @@ TEST_CASE("ab-compare with --repeats trains each side once per seed and reports 
   CHECK(compare["a"]["accuracies"][0] != compare["a"]["accuracies"][1]);  // different seeds, different runs
   CHECK_THAT(compare["notes"].dump(), Catch::Contains("seed-to-seed noise (pooled std over 2 seeds)"));
 }
+
+TEST_CASE("ab-compare of BF16 against FP8 PASSes and charts the FP8 scales", "[slow][cli][compare][fp8]") {
+  const std::string out = scratch_dir("ab-fp8");
+  CommandResult run = run_mpt({"ab-compare", kMixed, source_path("configs/mlp_fmnist_fp8.yaml"),
+                               "train.max_steps=400", "train.log_every_steps=5", "--speed-rounds", "1", "--out", out});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json compare = read_json(out + "/compare.json");
+  CHECK(compare["verdict"] == "PASS");
+  CHECK(compare["b"]["precision"] == "fp8");
+  const std::string html = read_file_text(out + "/report.html");
+  CHECK(markup_problem(html).empty());
+  CHECK_THAT(html, Catch::Contains("<svg id=\"chart-fp8-scale\""));
+}

@@ -299,3 +299,35 @@ TEST_CASE("mpt tokenize splits text as training does", "[fast][cli]") {
   const auto json = run_mpt({"tokenize", text, "--vocab", vocab, "--json"});
   CHECK_THAT(json.output, Catch::StartsWith("{\"ids\":[7592,1010,2088,999],\"tokens\":[\"hello\",\",\",\"world\",\"!\"]}"));
 }
+
+TEST_CASE("precision.mode fp8 trains the MLP with its hidden layer in FP8: scale events, scales in the metrics, "
+          "inspect names the layers", "[slow][cli][fp8]") {
+  const std::string dir = scratch_dir("fp8-train"), run = dir + "/run";
+  CommandResult train = run_mpt({"train", source_path("configs/mlp_fmnist_fp8.yaml"), "train.max_steps=200",
+                                 "train.log_every_steps=50", "--run-dir", run});
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const nlohmann::json summary = read_json(run + "/summary.json");
+  CHECK(summary["precision"] == "fp8");
+  CHECK(summary["eval"]["accuracy"].get<double>() > 0.75);  // it learns (0.85 here after 300 steps)
+  int scale_events = 0;
+  for (const auto& event : read_jsonl(run + "/events.jsonl"))
+    if (event["kind"] == "fp8_scale") {
+      ++scale_events;
+      CHECK_THAT(event["tensor"].get<std::string>(), Catch::StartsWith("hidden.0."));
+      CHECK(event["scale"].get<double>() > 0);
+    }
+  CHECK(scale_events >= 3);  // the input's, the weight's and the output gradient's first scales
+  bool scales_logged = false;
+  for (const auto& line : read_jsonl(run + "/metrics.jsonl"))
+    if (line["kind"] == "train" && line.contains("fp8")) scales_logged = line["fp8"]["weight_scale"][0].get<double>() > 1;
+  CHECK(scales_logged);
+  // An export holds the weights, not the FP8 scaling state.
+  const std::string exported = dir + "/model.safetensors";
+  REQUIRE(run_mpt({"export", run, "--out", exported}).exit_code == 0);
+  CHECK(read_file_text(exported).find("fp8.") == std::string::npos);
+
+  CommandResult inspect = run_mpt({"inspect", source_path("configs/mlp_fmnist_fp8.yaml")});
+  CHECK_THAT(inspect.output, Catch::Contains("FP8 (precision.mode fp8): 1 of 2 Linear layers"));
+  CHECK_THAT(inspect.output, Catch::Contains("FP32: an FP32 island"));
+}

@@ -179,6 +179,18 @@ std::string render_html(const Comparison& c, const RunRecord& a, const RunRecord
                                  fmt::format("{}: backoff at step {} to {:g}", is_a ? "A" : "B", e.step, e.new_scale)});
   }
   charts.push_back(std::move(scale));
+  ChartSpec fp8{"chart-fp8-scale", "FP8 scales, smallest over the layers (precision.mode fp8)", "step", "scale",
+                true, {}, {}};
+  const char* fp8_colors[2][3] = {{"#2ca02c", "#9467bd", "#d62728"}, {"#98df8a", "#c5b0d5", "#ff9896"}};  // A, B
+  for (const auto* run : {&a, &b}) {
+    const std::pair<const char*, const Curve*> roles[] = {
+        {"input", &run->fp8_input_scale}, {"weight", &run->fp8_weight_scale}, {"output gradient", &run->fp8_grad_scale}};
+    for (size_t r = 0; r < 3; ++r)
+      if (!roles[r].second->empty())
+        fp8.series.push_back(series(fmt::format("{} {}", run == &a ? a_label : b_label, roles[r].first),
+                                    fp8_colors[run == &a ? 0 : 1][r], *roles[r].second));
+  }
+  if (!fp8.series.empty()) charts.push_back(std::move(fp8));
   charts.push_back({"chart-throughput", "Throughput", "step", "samples/s", false,
                     {series(a_label, kColorA, a.samples_per_sec), series(b_label, kColorB, b.samples_per_sec)}, {}});
 

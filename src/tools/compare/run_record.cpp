@@ -41,7 +41,12 @@ RunRecord load_run_record(const std::string& dir) {
   run.status = run.summary.value("status", "unknown");
   if (run.summary.contains("diagnosis")) run.diagnosis = run.summary["diagnosis"].get<std::string>();
 
-  StepSeries loss, lr, scale, throughput, eval_loss, eval_accuracy;
+  StepSeries loss, lr, scale, throughput, eval_loss, eval_accuracy, fp8_input, fp8_weight, fp8_grad;
+  auto smallest = [](const nlohmann::json& fp8, const char* key) {
+    return fp8.contains(key) && fp8[key].is_array() && !fp8[key].empty() && fp8[key][0].is_number()
+               ? fp8[key][0].get<double>()
+               : NAN;
+  };
   const std::string metrics_path = dir + "/metrics.jsonl";
   if (std::filesystem::exists(metrics_path)) {
     for (const nlohmann::json& record : read_jsonl_records(metrics_path)) {
@@ -53,6 +58,11 @@ RunRecord load_run_record(const std::string& dir) {
         lr[step] = number_or(record, "lr", NAN);
         scale[step] = number_or(record, "loss_scale", NAN);
         throughput[step] = number_or(record, "samples_per_sec", NAN);
+        if (record.contains("fp8") && record["fp8"].is_object()) {
+          fp8_input[step] = smallest(record["fp8"], "input_scale");
+          fp8_weight[step] = smallest(record["fp8"], "weight_scale");
+          fp8_grad[step] = smallest(record["fp8"], "grad_output_scale");
+        }
       } else if (kind == "eval" && record.contains("eval")) {
         eval_loss[step] = number_or(record["eval"], "loss", NAN);
         eval_accuracy[step] = number_or(record["eval"], "accuracy", NAN);
@@ -62,6 +72,8 @@ RunRecord load_run_record(const std::string& dir) {
   run.train_loss = to_curve(loss), run.lr = to_curve(lr), run.loss_scale = to_curve(scale);
   run.samples_per_sec = to_curve(throughput);
   run.eval_loss = to_curve(eval_loss), run.eval_accuracy = to_curve(eval_accuracy);
+  run.fp8_input_scale = to_curve(fp8_input), run.fp8_weight_scale = to_curve(fp8_weight);
+  run.fp8_grad_scale = to_curve(fp8_grad);
 
   const std::string events_path = dir + "/events.jsonl";
   if (std::filesystem::exists(events_path)) {

@@ -34,6 +34,9 @@ struct RunRecord {
 
   Curve train_loss, lr, loss_scale, samples_per_sec;
   Curve eval_loss, eval_accuracy;
+  // precision.mode fp8: the smallest scale over the FP8 layers' inputs, weights and output gradients (empty
+  // otherwise).
+  Curve fp8_input_scale, fp8_weight_scale, fp8_grad_scale;
   std::vector<ScaleEvent> scale_events;
 
   // The precision engine's diagnosis: how often each parameter had non-finite gradients on a skipped step,

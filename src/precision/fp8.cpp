@@ -1,0 +1,221 @@
+// FP8 Linear layers (see fp8.h): the scales, the layers a model puts in FP8, and the autograd function whose
+// forward and backward GEMMs run on FP8 operands.
+#include "precision/fp8.h"
+
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/linear.h"
+
+namespace mpt::precision {
+namespace {
+
+Fp8Training* active_fp8 = nullptr;
+
+// max / amax / 2^margin where amax is positive and finite, else `fallback`.
+torch::Tensor scale_from_amax(const torch::Tensor& amax, const torch::Tensor& fallback, ops::Float8 format,
+                              int64_t margin) {
+  const double max = ops::float8_format(format).max / std::ldexp(1.0, static_cast<int>(margin));
+  const torch::Tensor usable = amax.gt(0).logical_and(torch::isfinite(amax));
+  return torch::where(usable, max / amax, fallback);
+}
+
+}  // namespace
+
+Fp8Scale::Fp8Scale(ops::Float8 format_, const Fp8Config& config, torch::Device device)
+    : format(format_),
+      history(torch::zeros({config.amax_history}, torch::TensorOptions().dtype(torch::kFloat).device(device))),
+      scale(torch::ones({}, torch::TensorOptions().dtype(torch::kFloat).device(device))),
+      step_amax(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device))),
+      saturated(torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device))),
+      config_(config) {}
+
+torch::Tensor Fp8Scale::scale_for(const torch::Tensor& x, bool record) {
+  const bool current = config_.recipe == "current";
+  torch::Tensor amax;
+  if (record || current) amax = x.detach().abs().amax().to(torch::kFloat);
+  torch::Tensor use = scale;
+  if (current) {
+    use = scale_from_amax(amax, scale, format, config_.margin);
+    if (record) scale.copy_(use);
+  }
+  if (record) {
+    step_amax = torch::fmax(step_amax, amax);  // fmax: a NaN amax does not hide the finite ones
+    saturated.add_(ops::count_saturated(x.detach(), use, format));
+  }
+  return use;
+}
+
+void Fp8Scale::update() {
+  const torch::Tensor amax = torch::where(torch::isfinite(step_amax), step_amax, torch::zeros_like(step_amax));
+  history.copy_(torch::cat({amax.view({1}), history.slice(0, 0, history.size(0) - 1)}));
+  if (config_.recipe == "delayed") scale.copy_(scale_from_amax(history.max(), scale, format, config_.margin));
+  step_amax.zero_();
+}
+
+std::vector<Fp8Eligibility> fp8_eligibility(torch::nn::Module& model, const ModulePolicy& policy) {
+  std::vector<Fp8Eligibility> layers;
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    const auto* linear = item.value()->as<torch::nn::Linear>();
+    if (!linear) continue;
+    Fp8Eligibility layer{item.key(), linear->options.in_features(), linear->options.out_features()};
+    if (policy.runs_in_fp32(layer.name)) layer.why_not = "FP32: an FP32 island (precision.fp32_modules)";
+    else if (layer.in_features % 16 != 0)
+      layer.why_not = fmt::format("BF16: in_features {} not a multiple of 16", layer.in_features);
+    else if (layer.out_features % 16 != 0)
+      layer.why_not = fmt::format("BF16: out_features {} not a multiple of 16", layer.out_features);
+    layer.fp8 = layer.why_not.empty();
+    layers.push_back(std::move(layer));
+  }
+  return layers;
+}
+
+Fp8Training::Fp8Training(const Fp8Config& config, torch::nn::Module& model, const ModulePolicy& policy,
+                         torch::Device device)
+    : config_(config), eligibility_(fp8_eligibility(model, policy)) {
+  for (const Fp8Eligibility& verdict : eligibility_) {
+    if (!verdict.fp8) continue;
+    auto layer = std::make_unique<Fp8Layer>(Fp8Layer{verdict.name, Fp8Scale(ops::Float8::kE4M3, config_, device),
+                                                     Fp8Scale(ops::Float8::kE4M3, config_, device),
+                                                     Fp8Scale(ops::Float8::kE5M2, config_, device)});
+    const torch::Tensor& weight =
+        model.named_modules("", /*include_self=*/false)[verdict.name]->as<torch::nn::Linear>()->weight;
+    by_weight_[weight.unsafeGetTensorImpl()] = layer.get();
+    layers_.push_back(std::move(layer));
+  }
+  reported_.assign(layers_.size() * 3, 1.0);
+  active_fp8 = this;
+}
+
+Fp8Training::~Fp8Training() {
+  if (active_fp8 == this) active_fp8 = nullptr;
+}
+
+Fp8Layer* Fp8Training::layer_for(const torch::Tensor& weight) {
+  const auto found = by_weight_.find(weight.unsafeGetTensorImpl());
+  return found == by_weight_.end() ? nullptr : found->second;
+}
+
+void Fp8Training::after_step() {
+  for (auto& layer : layers_)
+    for (Fp8Scale* scale : {&layer->input, &layer->weight, &layer->grad_output}) scale->update();
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Fp8Training::state() {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (auto& layer : layers_) {
+    const std::pair<const char*, Fp8Scale*> roles[] = {
+        {"input", &layer->input}, {"weight", &layer->weight}, {"grad_output", &layer->grad_output}};
+    for (const auto& [role, scale] : roles) {
+      named.emplace_back(fmt::format("fp8.{}.{}.history", layer->name, role), scale->history);
+      named.emplace_back(fmt::format("fp8.{}.{}.scale", layer->name, role), scale->scale);
+    }
+  }
+  return named;
+}
+
+std::vector<Fp8ScaleChange> Fp8Training::changes() {
+  std::vector<Fp8ScaleChange> changes;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Fp8Layer& layer = *layers_[i];
+    const std::pair<const char*, Fp8Scale*> roles[] = {
+        {"input", &layer.input}, {"weight", &layer.weight}, {"grad_output", &layer.grad_output}};
+    for (size_t r = 0; r < 3; ++r) {
+      Fp8Scale& scale = *roles[r].second;
+      const double now = scale.scale.item<double>();
+      const int64_t saturated = scale.saturated.item<int64_t>();
+      double& before = reported_[i * 3 + r];
+      if (saturated > 0 || now > 2 * before || now < before / 2) {
+        changes.push_back({fmt::format("{}.{}", layer.name, roles[r].first), now, before,
+                           scale.history[0].item<double>(), saturated});
+        before = now;
+      }
+      scale.saturated.zero_();
+    }
+  }
+  return changes;
+}
+
+Fp8Training::Summary Fp8Training::summary() {
+  Summary s;
+  auto range = [](const std::vector<double>& values, double& low, double& high) {
+    if (values.empty()) return;
+    low = *std::min_element(values.begin(), values.end());
+    high = *std::max_element(values.begin(), values.end());
+  };
+  std::vector<double> inputs, weights, grads;
+  for (auto& layer : layers_) {
+    inputs.push_back(layer->input.scale.item<double>());
+    weights.push_back(layer->weight.scale.item<double>());
+    grads.push_back(layer->grad_output.scale.item<double>());
+  }
+  range(inputs, s.input_min, s.input_max);
+  range(weights, s.weight_min, s.weight_max);
+  range(grads, s.grad_min, s.grad_max);
+  return s;
+}
+
+namespace {
+
+// y = x W^T + b with x and W cast to E4M3; backward casts the output gradient to E5M2. Saves the FP8 operands
+// (a quarter of FP32's bytes) for backward.
+struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const c10::optional<torch::Tensor>& bias, Fp8Layer* layer,
+                               bool record) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // our GEMM picks its dtypes
+    const torch::Tensor rows = x.reshape({-1, x.size(-1)});
+    const torch::Tensor x_scale = layer->input.scale_for(rows, record);
+    const torch::Tensor w_scale = layer->weight.scale_for(weight, record);
+    const torch::Tensor x_fp8 = ops::to_float8(rows, x_scale, ops::Float8::kE4M3);
+    const torch::Tensor w_fp8 = ops::to_float8(weight, w_scale, ops::Float8::kE4M3);
+    torch::Tensor out = ops::scaled_gemm(x_fp8, x_scale, w_fp8, w_scale, torch::kBFloat16);
+    if (bias) out.add_(bias->to(torch::kBFloat16));
+    ctx->save_for_backward({x_fp8, w_fp8, x_scale, w_scale});
+    ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
+    ctx->saved_data["x_shape"] = x.sizes().vec();
+    ctx->saved_data["x_dtype"] = x.scalar_type();
+    ctx->saved_data["w_dtype"] = weight.scalar_type();
+    ctx->saved_data["bias_dtype"] = bias ? bias->scalar_type() : torch::kFloat;
+    ctx->saved_data["has_bias"] = bias.has_value();
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = weight.size(0);
+    return out.view(shape);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x_fp8 = saved[0], &w_fp8 = saved[1], &x_scale = saved[2], &w_scale = saved[3];
+    auto* layer = reinterpret_cast<Fp8Layer*>(ctx->saved_data["layer"].toInt());
+    const torch::Tensor g = grads[0].reshape({-1, w_fp8.size(0)});
+    const torch::Tensor g_scale = layer->grad_output.scale_for(g, /*record=*/true);
+    const torch::Tensor g_fp8 = ops::to_float8(g, g_scale, ops::Float8::kE5M2);
+    const auto x_dtype = ctx->saved_data["x_dtype"].toScalarType();
+    const auto w_dtype = ctx->saved_data["w_dtype"].toScalarType();
+    // dX = dY W (M, K); dW = dY^T X (N, K): scaled_gemm takes both operands row-major, the second transposed.
+    torch::Tensor grad_x = ops::scaled_gemm(g_fp8, g_scale, w_fp8.t().contiguous(), w_scale, x_dtype)
+                               .view(ctx->saved_data["x_shape"].toIntVector());
+    torch::Tensor grad_w = ops::scaled_gemm(g_fp8.t().contiguous(), g_scale, x_fp8.t().contiguous(), x_scale, w_dtype);
+    torch::Tensor grad_b;
+    if (ctx->saved_data["has_bias"].toBool())
+      grad_b = grads[0].reshape({-1, w_fp8.size(0)}).to(torch::kFloat).sum(0).to(ctx->saved_data["bias_dtype"].toScalarType());
+    return {grad_x, grad_w, grad_b, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (active_fp8)
+    if (Fp8Layer* layer = active_fp8->layer_for(weight))
+      // An undefined tensor cannot be a custom Function's input; an empty optional can.
+      return Fp8LinearFunction::apply(x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt,
+                                      layer, torch::GradMode::is_enabled());
+  return ops::linear(x, weight, bias);
+}
+
+}  // namespace mpt::precision

@@ -1,0 +1,127 @@
+// FP8 Linear layers: delayed scaling traced against a reference of the rule, which layers go FP8 and why the
+// others do not, and an FP8 layer's forward and backward against FP32 within the formats' error.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+
+#include "precision/fp8.h"
+
+using namespace mpt::precision;
+
+namespace {
+
+// The delayed-scaling rule written out on plain numbers: the history holds the last N steps' amaxes (a
+// non-finite one as 0); after each step the scale becomes max / max(history) / 2^margin, unless the history
+// is all zeros.
+struct ReferenceDelayedScale {
+  size_t length;
+  double format_max;
+  int margin;
+  std::deque<float> history;
+  float scale = 1.0f;
+
+  void step(float amax) {
+    history.push_front(std::isfinite(amax) ? amax : 0.0f);
+    if (history.size() > length) history.pop_back();
+    const float window = *std::max_element(history.begin(), history.end());
+    if (window > 0) scale = static_cast<float>(format_max / std::ldexp(1.0, margin)) / window;
+  }
+};
+
+struct OneLinear : torch::nn::Module {
+  OneLinear(int64_t in, int64_t out, const std::string& name) { layer = register_module(name, torch::nn::Linear(in, out)); }
+  torch::nn::Linear layer{nullptr};
+};
+
+}  // namespace
+
+TEST_CASE("delayed scaling follows the rule step by step: history window, margin, overflow steps ignored",
+          "[fast][precision][fp8]") {
+  Fp8Config config;
+  config.amax_history = 4;
+  config.margin = 1;
+  Fp8Scale scale(mpt::ops::Float8::kE4M3, config, torch::kCPU);
+  ReferenceDelayedScale reference{4, 448.0, 1};
+  const float amaxes[] = {2.0f, 8.0f, 1.0f, 0.5f, 0.25f, std::numeric_limits<float>::infinity(), 0.125f, 3.0f, 0.0f,
+                          0.0f, 0.0f, 0.0f, 0.0f};
+  for (float amax : amaxes) {
+    const torch::Tensor x = torch::tensor({amax, -amax / 2});
+    const torch::Tensor used = scale.scale_for(x, /*record=*/true);
+    CHECK(used.item<float>() == reference.scale);  // the step casts with the scale known before it
+    scale.update();
+    reference.step(amax);
+    INFO("amax " << amax);
+    CHECK(scale.scale.item<float>() == reference.scale);
+  }
+  // 8 left the window four steps after it came; the all-zero tail kept the last scale.
+  CHECK(reference.scale == Approx(448.0 / 2 / 3.0));
+}
+
+TEST_CASE("current scaling maps this tensor's amax to the format's max", "[fast][precision][fp8]") {
+  Fp8Config config;
+  config.recipe = "current";
+  Fp8Scale scale(mpt::ops::Float8::kE5M2, config, torch::kCPU);
+  CHECK(scale.scale_for(torch::tensor({-7.0f, 2.0f}), true).item<float>() == 57344.0f / 7.0f);
+  CHECK(scale.scale_for(torch::tensor({0.5f}), true).item<float>() == 57344.0f / 0.5f);
+  CHECK(scale.saturated.item<int64_t>() == 0);  // current scaling never saturates
+}
+
+TEST_CASE("a layer runs in FP8 unless it is an FP32 island or a dimension is not a multiple of 16",
+          "[fast][precision][fp8]") {
+  torch::nn::Module model;
+  model.register_module("hidden", torch::nn::Linear(784, 512));
+  model.register_module("odd", torch::nn::Linear(512, 30));
+  model.register_module("head", torch::nn::Linear(512, 10));
+  const auto verdicts = fp8_eligibility(model, ModulePolicy({"head"}));
+  REQUIRE(verdicts.size() == 3);
+  CHECK(verdicts[0].fp8);
+  CHECK_FALSE(verdicts[1].fp8);
+  CHECK(verdicts[1].why_not == "BF16: out_features 30 not a multiple of 16");
+  CHECK_FALSE(verdicts[2].fp8);
+  CHECK(verdicts[2].why_not == "FP32: an FP32 island (precision.fp32_modules)");
+}
+
+TEST_CASE("an FP8 layer's output and gradients match FP32 within E4M3's and E5M2's rounding, and its scales "
+          "are checkpointable state", "[fast][precision][fp8]") {
+  torch::manual_seed(11);
+  OneLinear model(64, 32, "proj");
+  Fp8Config config;
+  config.recipe = "current";
+  const torch::Tensor x = torch::randn({16, 64}, torch::requires_grad());
+  const torch::Tensor g = torch::randn({16, 32});
+  // FP32 reference.
+  const torch::Tensor y_ref = torch::linear(x, model.layer->weight, model.layer->bias);
+  const auto grads_ref = torch::autograd::grad({y_ref}, {x, model.layer->weight, model.layer->bias}, {g});
+
+  torch::Tensor y;
+  torch::autograd::variable_list grads;
+  {
+    Fp8Training fp8(config, model, ModulePolicy(), torch::kCPU);
+    REQUIRE(fp8.layer_for(model.layer->weight) != nullptr);
+    y = linear(x, model.layer->weight, model.layer->bias);
+    grads = torch::autograd::grad({y}, {x, model.layer->weight, model.layer->bias}, {g});
+    CHECK(fp8.state().size() == 6);  // input, weight, grad_output: history and scale each
+    CHECK(fp8.state()[0].first == "fp8.proj.input.history");
+  }
+  CHECK(y.scalar_type() == torch::kBFloat16);  // FP8 GEMMs output BF16
+  CHECK(grads[1].scalar_type() == torch::kFloat);  // the FP32 weight's gradient stays FP32
+  const double e4m3 = 1.0 / 16, e5m2 = 1.0 / 8, bf16 = 1.0 / 256;
+  auto within = [](const torch::Tensor& got, const torch::Tensor& want, const torch::Tensor& scale, double u) {
+    const torch::Tensor error = (got.to(torch::kDouble) - want.to(torch::kDouble)).abs();
+    return (error <= u * scale.to(torch::kDouble) + 1e-3).all().item<bool>();
+  };
+  const torch::Tensor w = model.layer->weight.detach();
+  CHECK(within(y, y_ref, torch::mm(x.detach().abs(), w.abs().t()) + model.layer->bias.detach().abs(),
+               2 * e4m3 + e4m3 * e4m3 + bf16));
+  CHECK(within(grads[0], grads_ref[0], torch::mm(g.abs(), w.abs()), e4m3 + e5m2 + e4m3 * e5m2));
+  CHECK(within(grads[1], grads_ref[1], torch::mm(g.abs().t(), x.detach().abs()), e4m3 + e5m2 + e4m3 * e5m2));
+  // The bias gradient is the BF16 output's gradient (autograd rounds it to the output's dtype) summed in FP32.
+  CHECK(torch::allclose(grads[2], g.to(torch::kBFloat16).to(torch::kFloat).sum(0), 1e-5, 1e-5));
+  CHECK_FALSE(torch::allclose(y.to(torch::kFloat), y_ref, 1e-3, 1e-3));  // it did run in FP8
+
+  // With no Fp8Training alive, linear is the plain one.
+  CHECK(torch::allclose(linear(x, model.layer->weight, model.layer->bias), y_ref));
+}
