@@ -99,9 +99,18 @@ Fp8Layer* Fp8Training::layer_for(const torch::Tensor& weight) {
   return found == by_weight_.end() ? nullptr : found->second;
 }
 
-void Fp8Training::after_step() {
+void Fp8Training::after_step(const std::function<void(torch::Tensor&)>& agree_max) {
+  std::vector<Fp8Scale*> scales;
   for (auto& layer : layers_)
-    for (Fp8Scale* scale : {&layer->input, &layer->weight, &layer->grad_output}) scale->update();
+    for (Fp8Scale* scale : {&layer->input, &layer->weight, &layer->grad_output}) scales.push_back(scale);
+  if (agree_max && !scales.empty()) {
+    std::vector<torch::Tensor> amaxes;
+    for (Fp8Scale* scale : scales) amaxes.push_back(scale->step_amax.view({1}));
+    torch::Tensor all = torch::cat(amaxes);
+    agree_max(all);  // one all-reduce for every tensor of the model
+    for (size_t i = 0; i < scales.size(); ++i) scales[i]->step_amax = all[static_cast<int64_t>(i)].clone();
+  }
+  for (Fp8Scale* scale : scales) scale->update();
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Fp8Training::state() {

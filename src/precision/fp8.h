@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -79,8 +80,10 @@ class Fp8Training {
   const std::vector<Fp8Eligibility>& eligibility() const { return eligibility_; }
   // The layer whose weight is `weight`, or null.
   Fp8Layer* layer_for(const torch::Tensor& weight);
-  // After each optimizer step (applied or skipped).
-  void after_step();
+  // After each optimizer step (applied or skipped). Under data parallelism `agree_max` (an all-reduce max over
+  // the ranks) makes every rank take the largest amax of the step, so all ranks cast with the same scales, as
+  // Transformer Engine reduces amaxes over the data-parallel group.
+  void after_step(const std::function<void(torch::Tensor&)>& agree_max = nullptr);
   // The scales and histories by name ("fp8.hidden.0.input.history", ...), saved in checkpoints and loaded on
   // resume in place, so that a resumed run casts with the same scales.
   std::vector<std::pair<std::string, torch::Tensor>> state();

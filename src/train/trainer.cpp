@@ -115,7 +115,7 @@ void Trainer::step_once() {
   else apply_update(finished, one_pass);
   clock.mark(&StepPhases::optimizer);
   record_scale_change(step, finished.scale_update);
-  if (fp8_) fp8_->after_step();  // delayed scaling: this step's amaxes set the next step's scales
+  if (fp8_) fp8_->after_step(agree_max(group_));  // delayed scaling: this step's amaxes set the next step's scales
   state_.scaler = scaler_.state();
   state_.data = train_loader_.position();
   rehearsal_.slow_down(seconds_since(started));  // debug.slow_down: a planted slowdown

@@ -211,3 +211,19 @@ TEST_CASE("Ctrl-C on --nproc stops every rank after the same step, with one chec
   CHECK(std::filesystem::exists(dir + "/checkpoints/step-" + std::string(9 - std::to_string(steps).size(), '0') +
                                 std::to_string(steps) + ".mpt"));
 }
+
+TEST_CASE("FP8 under data parallelism: the ranks agree on each step's amaxes and train to the same weights",
+          "[slow][cli][dist][fp8]") {
+  const std::string dir = scratch_dir("dist-fp8");
+  CommandResult run = run_mpt({"train", source_path("configs/mlp_fmnist_fp8.yaml"), "train.max_steps=30",
+                               "train.log_every_steps=10", "data.batch_size=32", "data.test_limit=1000", "--nproc", "2",
+                               "--run-dir", dir});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json summary = read_json(dir + "/summary.json");
+  CHECK(summary["precision"] == "fp8");
+  CHECK(summary["distributed"]["ranks_agree"] == true);
+  bool scaled = false;
+  for (const auto& event : read_jsonl(dir + "/events.jsonl")) scaled |= event["kind"] == "fp8_scale";
+  CHECK(scaled);
+}
