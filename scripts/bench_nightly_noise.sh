@@ -41,7 +41,8 @@ import json, sys
 record = [json.loads(line) for line in open(sys.argv[1]) if line.strip()][-1]
 m, load = record.get("metrics", {}), record.get("load", {})
 print(f"{sys.argv[2]:>8}: training {m.get('samples_per_sec', 0):6.0f}  bench median {m.get('bench_samples_per_sec') or 0:6.0f} "
-      f"samples/s  speed index {m.get('speed_index') or 0:6.0f}  other_cpu {load.get('other_cpu', float('nan')):.2f}  "
+      f"samples/s ({len(m.get('bench_rounds', []))} runs{', timed again' if m.get('retimed') else ''})  "
+      f"other_cpu {load.get('other_cpu', float('nan')):.2f}  "
       f"regressions {len(record.get('regressions', []))}")
 for text in record.get("regressions", []) + record.get("notes", []):
     print("          ", text)
