@@ -190,8 +190,8 @@ TEST_CASE("compare.json, compare.md and report.html carry the verdict, every num
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // nothing fetched from elsewhere
 }
 
-TEST_CASE("the memory answer is the training steps' peak; evaluation, checkpoint and process peaks are shown apart, "
-          "and the max-batch row appears once measured", "[fast][compare]") {
+TEST_CASE("the memory answer is the training steps' peak, with evaluation, checkpoint and process peaks shown apart, "
+          "and the max-batch row once measured", "[fast][compare]") {
   RunRecord fp32 = synthetic_run("fp32", 0.9, 30000), mixed = synthetic_run("mixed", 0.9, 30000);
   // Evaluation and the checkpoint write need more than training, and about the same on both sides.
   fp32.summary["peak_memory_bytes"] = 876 << 20;

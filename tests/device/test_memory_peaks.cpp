@@ -20,7 +20,7 @@ struct Resident {
 
 }  // namespace
 
-TEST_CASE("each phase keeps its own peak; the process peak covers them all", "[fast][device][memory]") {
+TEST_CASE("each phase keeps its own peak, and the process peak covers them all", "[fast][device][memory]") {
   MemoryPeaks peaks(torch::kCPU);
   CHECK(peaks.kind() == "CPU tensors");
   {
