@@ -21,6 +21,23 @@ json record(const std::string& night, const std::string& status, double samples_
           {"metrics", {{"samples_per_sec", samples_per_sec}, {"accuracy", accuracy}}}};
 }
 
+// Judges night after night as mpt nightly does, each night joining the history after it is judged, and counts
+// the alarms and the notes.
+struct NightlyJudge {
+  RegressionRules rules;
+  std::vector<json> history;
+  int alarms = 0, notes_seen = 0;
+
+  std::vector<std::string> operator()(const json& tonight) {
+    std::vector<std::string> notes;
+    const auto regressions = find_regressions(tonight, history, rules, &notes);
+    alarms += static_cast<int>(regressions.size());
+    notes_seen += static_cast<int>(notes.size());
+    history.push_back(tonight);
+    return regressions;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("regressions are judged against the median of the last N good nights of the same job", "[fast][nightly]") {
@@ -57,24 +74,14 @@ TEST_CASE("a busy night's throughput is neither judged nor a baseline, and a qui
     r["load"] = {{"other_cpu", other_cpu}};
     return r;
   };
-  RegressionRules rules;  // window 5, 7% throughput drop, 25% of the CPUs used by others
-  std::vector<json> history;
-  int alarms = 0, notes_seen = 0;
-  auto judge = [&](const json& tonight) {
-    std::vector<std::string> notes;
-    const auto regressions = find_regressions(tonight, history, rules, &notes);
-    alarms += static_cast<int>(regressions.size());
-    notes_seen += static_cast<int>(notes.size());
-    history.push_back(tonight);
-    return regressions;
-  };
+  NightlyJudge judge;  // window 5, 7% throughput drop, 25% of the CPUs used by others
   const double quiet[] = {100, 103, 97, 101, 99, 102, 98, 100, 101, 99};
   for (int n = 0; n < 10; ++n) judge(night(n, quiet[n], 0.02));
   // Ten nights beside a busy neighbour: an OpenMP barrier waiting on a descheduled thread swings throughput wildly.
   const double busy[] = {44, 110, 61, 38, 95, 52, 70, 41, 88, 57};
   for (int n = 10; n < 20; ++n) judge(night(n, busy[n - 10], 0.45));
-  CHECK(alarms == 0);
-  CHECK(notes_seen == 10);
+  CHECK(judge.alarms == 0);
+  CHECK(judge.notes_seen == 10);
   // The busy nights are no baseline: a quiet night at the usual speed is fine, a planted 10% slowdown is caught.
   CHECK(judge(night(20, 100, 0.03)).empty());
   const auto slowdown = judge(night(21, 90, 0.03));
@@ -93,36 +100,26 @@ TEST_CASE("on an always-busy machine a job on the idle cores is judged (no false
     r["load"] = {{"other_cpu", other_cpu}, {"cpus", 2}};
     return r;
   };
-  RegressionRules rules;  // window 5, 7% throughput drop, 25% of the job's cores taken by others
-  std::vector<json> history;
-  int alarms = 0, notes_seen = 0;
-  auto judge = [&](const json& tonight) {
-    std::vector<std::string> notes;
-    const auto regressions = find_regressions(tonight, history, rules, &notes);
-    alarms += static_cast<int>(regressions.size());
-    notes_seen += static_cast<int>(notes.size());
-    history.push_back(tonight);
-    return regressions;
-  };
+  NightlyJudge judge;  // window 5, 7% throughput drop, 25% of the job's cores taken by others
   // A week on both cores while the machine was quiet: another baseline, never compared with one thread's.
   for (int n = 0; n < 5; ++n) judge(night(n, 140, 0.01, 2));
   const double one_thread[] = {100, 103, 97, 101, 98, 102, 99, 100, 104, 96};
   const double neighbour[] = {0.49, 0.50, 0.52, 0.50, 0.48, 0.51, 0.50, 0.53, 0.49, 0.50};
   for (int n = 0; n < 10; ++n) judge(night(5 + n, one_thread[n], neighbour[n], 1));
-  CHECK(alarms == 0);
-  CHECK(notes_seen == 0);  // every night judged
+  CHECK(judge.alarms == 0);
+  CHECK(judge.notes_seen == 0);  // every night judged
   const auto slowdown = judge(night(15, 90, 0.50, 1));
   REQUIRE(slowdown.size() == 1);
   CHECK_THAT(slowdown[0], Catch::Contains("10.0% below the median 100 of the last 5 good night(s)"));
 
   // The neighbour grows to more than the idle core: it takes part of the job's core, and that night is not judged.
   std::vector<std::string> notes;
-  CHECK(find_regressions(night(16, 60, 0.80, 1), history, rules, &notes).empty());
+  CHECK(find_regressions(night(16, 60, 0.80, 1), judge.history, judge.rules, &notes).empty());
   REQUIRE(notes.size() == 1);
   CHECK_THAT(notes[0], Catch::Contains("other work took 60% of the job's cores"));
   // The same neighbour beside a job on both cores takes half of them: not judged either.
   notes.clear();
-  CHECK(find_regressions(night(17, 70, 0.50, 2), history, rules, &notes).empty());
+  CHECK(find_regressions(night(17, 70, 0.50, 2), judge.history, judge.rules, &notes).empty());
   CHECK(notes.size() == 1);
 }
 
