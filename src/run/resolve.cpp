@@ -80,7 +80,9 @@ void resolve_spec(config::Spec& spec, const HardwareFacts& hardware) {
   if (spec.get_string("precision.loss_scale.mode") == "auto") {
     const bool fp16 = mode == "mixed_fp16";
     spec.set("precision.loss_scale.mode", YAML::Node(fp16 ? "dynamic" : "none"),
-             fp16 ? "auto: fp16 needs loss scaling" : "auto: " + mode + " has FP32's exponent range");
+             fp16             ? "auto: fp16 needs loss scaling"
+             : mode == "fp8" ? "auto: fp8 scales each FP8 tensor itself; the rest is BF16, with FP32's exponent range"
+                              : "auto: " + mode + " has FP32's exponent range");
   }
 
   if (spec.get_string("experiment.name").empty())
