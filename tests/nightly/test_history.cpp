@@ -217,3 +217,14 @@ TEST_CASE("retention keeps the newest K nights and never deletes the newest good
   CHECK(std::filesystem::exists(root + "/2026-01-02_020000"));
   CHECK(std::filesystem::exists(root + "/2026-01-05_020000"));
 }
+
+TEST_CASE("a suite naming a spec path too long for the file system is a usage error, not a crash (a fuzz finding)",
+          "[fast][nightly]") {
+  const std::string dir = mpt::testing::scratch_dir("suite-long-name");
+  const std::string too_long(300, 'g');  // one path component over NAME_MAX: stat fails with ENAMETOOLONG
+  const std::string path = dir + "/suite.yaml";
+  std::ofstream(path) << "suite: s\njobs:\n  - name: a\n    train: " << too_long << ".yaml\n";
+  CHECK_THROWS_AS(load_suite(path), mpt::UsageError);
+  CHECK_THROWS_WITH(load_suite(path), Catch::Contains("no such spec") && Catch::Contains("too long"));
+  CHECK_THROWS_WITH(load_suite(dir + "/" + too_long), Catch::Contains("no such suite file"));
+}

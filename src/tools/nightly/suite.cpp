@@ -91,7 +91,9 @@ std::string resolve_path(const std::string& suite_path, const std::string& path)
 }  // namespace
 
 Suite load_suite(const std::string& path) {
-  if (!fs::exists(path)) throw UsageError(path + ": no such suite file");
+  std::error_code error;
+  if (!fs::exists(path, error))
+    throw UsageError(path + ": no such suite file" + (error ? " (" + error.message() + ")" : std::string()));
   require_regular_file(path, "a suite file (SUITE.yaml)");
   if (fs::file_size(path) > (1 << 20)) throw UsageError(path + ": larger than 1 MiB; a suite is a few kilobytes");
   YAML::Node root;
@@ -162,8 +164,12 @@ Suite load_suite(const std::string& path) {
       } else {
         reader.problem(node, "job '" + job.name + "': expected train: SPEC or ab_compare: [A, B]");
       }
-      for (const auto& spec : job.specs)
-        if (!spec.empty() && !fs::exists(spec)) reader.problem(node, "job '" + job.name + "': no such spec " + spec);
+      for (const auto& spec : job.specs) {
+        std::error_code error;  // a name too long for the file system is an error, not an exception
+        if (!spec.empty() && !fs::exists(spec, error))
+          reader.problem(node, "job '" + job.name + "': no such spec " + spec +
+                                   (error ? " (" + error.message() + ")" : std::string()));
+      }
       job.overrides = reader.read_list(node, "overrides");
       job.allow_diff = reader.read_list(node, "allow_diff");
       if (!job.allow_diff.empty() && job.kind != "ab_compare")
