@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "ops/linear.h"
@@ -21,6 +22,11 @@ torch::Tensor scale_from_amax(const torch::Tensor& amax, const torch::Tensor& fa
   const double max = ops::float8_format(format).max / std::ldexp(1.0, static_cast<int>(margin));
   const torch::Tensor usable = amax.gt(0).logical_and(torch::isfinite(amax));
   return torch::where(usable, max / amax, fallback);
+}
+
+// A layer's three scales with the names they go by in checkpoints and events.
+std::array<std::pair<const char*, Fp8Scale*>, 3> roles(Fp8Layer& layer) {
+  return {{{"input", &layer.input}, {"weight", &layer.weight}, {"grad_output", &layer.grad_output}}};
 }
 
 }  // namespace
@@ -61,7 +67,7 @@ std::vector<Fp8Eligibility> fp8_eligibility(torch::nn::Module& model, const Modu
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     const auto* linear = item.value()->as<torch::nn::Linear>();
     if (!linear) continue;
-    Fp8Eligibility layer{item.key(), linear->options.in_features(), linear->options.out_features()};
+    Fp8Eligibility layer{item.key(), linear->options.in_features(), linear->options.out_features(), false, ""};
     if (policy.runs_in_fp32(layer.name)) layer.why_not = "FP32: an FP32 island (precision.fp32_modules)";
     else if (layer.in_features % 16 != 0)
       layer.why_not = fmt::format("BF16: in_features {} not a multiple of 16", layer.in_features);
@@ -76,13 +82,13 @@ std::vector<Fp8Eligibility> fp8_eligibility(torch::nn::Module& model, const Modu
 Fp8Training::Fp8Training(const Fp8Config& config, torch::nn::Module& model, const ModulePolicy& policy,
                          torch::Device device)
     : config_(config), eligibility_(fp8_eligibility(model, policy)) {
+  const auto modules = model.named_modules("", /*include_self=*/false);
   for (const Fp8Eligibility& verdict : eligibility_) {
     if (!verdict.fp8) continue;
     auto layer = std::make_unique<Fp8Layer>(Fp8Layer{verdict.name, Fp8Scale(ops::Float8::kE4M3, config_, device),
                                                      Fp8Scale(ops::Float8::kE4M3, config_, device),
                                                      Fp8Scale(ops::Float8::kE5M2, config_, device)});
-    const torch::Tensor& weight =
-        model.named_modules("", /*include_self=*/false)[verdict.name]->as<torch::nn::Linear>()->weight;
+    const torch::Tensor& weight = modules[verdict.name]->as<torch::nn::Linear>()->weight;
     by_weight_[weight.unsafeGetTensorImpl()] = layer.get();
     layers_.push_back(std::move(layer));
   }
@@ -102,7 +108,7 @@ Fp8Layer* Fp8Training::layer_for(const torch::Tensor& weight) {
 void Fp8Training::after_step(const std::function<void(torch::Tensor&)>& agree_max) {
   std::vector<Fp8Scale*> scales;
   for (auto& layer : layers_)
-    for (Fp8Scale* scale : {&layer->input, &layer->weight, &layer->grad_output}) scales.push_back(scale);
+    for (const auto& [role, scale] : roles(*layer)) scales.push_back(scale);
   if (agree_max && !scales.empty()) {
     std::vector<torch::Tensor> amaxes;
     for (Fp8Scale* scale : scales) amaxes.push_back(scale->step_amax.view({1}));
@@ -116,9 +122,7 @@ void Fp8Training::after_step(const std::function<void(torch::Tensor&)>& agree_ma
 std::vector<std::pair<std::string, torch::Tensor>> Fp8Training::state() {
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (auto& layer : layers_) {
-    const std::pair<const char*, Fp8Scale*> roles[] = {
-        {"input", &layer->input}, {"weight", &layer->weight}, {"grad_output", &layer->grad_output}};
-    for (const auto& [role, scale] : roles) {
+    for (const auto& [role, scale] : roles(*layer)) {
       named.emplace_back(fmt::format("fp8.{}.{}.history", layer->name, role), scale->history);
       named.emplace_back(fmt::format("fp8.{}.{}.scale", layer->name, role), scale->scale);
     }
@@ -129,16 +133,14 @@ std::vector<std::pair<std::string, torch::Tensor>> Fp8Training::state() {
 std::vector<Fp8ScaleChange> Fp8Training::changes() {
   std::vector<Fp8ScaleChange> changes;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    Fp8Layer& layer = *layers_[i];
-    const std::pair<const char*, Fp8Scale*> roles[] = {
-        {"input", &layer.input}, {"weight", &layer.weight}, {"grad_output", &layer.grad_output}};
-    for (size_t r = 0; r < 3; ++r) {
-      Fp8Scale& scale = *roles[r].second;
+    const auto named = roles(*layers_[i]);
+    for (size_t r = 0; r < named.size(); ++r) {
+      Fp8Scale& scale = *named[r].second;
       const double now = scale.scale.item<double>();
       const int64_t saturated = scale.saturated.item<int64_t>();
       double& before = reported_[i * 3 + r];
       if (saturated > 0 || now > 2 * before || now < before / 2) {
-        changes.push_back({fmt::format("{}.{}", layer.name, roles[r].first), now, before,
+        changes.push_back({fmt::format("{}.{}", layers_[i]->name, named[r].first), now, before,
                            scale.history[0].item<double>(), saturated});
         before = now;
       }
