@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 
 #include "app/commands.h"
@@ -23,6 +24,16 @@ std::string nearest_command(CLI::App& cli, const std::string& typed) {
     if (const size_t d = mpt::edit_distance(typed, sub->get_name()); d < best_distance)
       best = sub->get_name(), best_distance = d;
   return best.empty() ? "" : "; did you mean '" + best + "'?";
+}
+
+// A path the system refuses for what it is (too long, a file where a folder belongs, a loop, no permission) is
+// the user's to fix; a disk that fails or fills is the run's failure.
+bool is_path_mistake(const std::error_code& code) {
+  for (std::errc mistake : {std::errc::filename_too_long, std::errc::not_a_directory, std::errc::is_a_directory,
+                            std::errc::no_such_file_or_directory, std::errc::too_many_symbolic_link_levels,
+                            std::errc::permission_denied, std::errc::file_exists})
+    if (code == mistake) return true;
+  return false;
 }
 
 }  // namespace
@@ -183,6 +194,9 @@ int main(int argc, char** argv) {
   } catch (const mpt::Error& e) {
     std::cerr << "mpt: error: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::cerr << "mpt: error: " << e.path1().string() << ": " << e.code().message() << "\n";
+    return is_path_mistake(e.code()) ? mpt::kExitUsage : mpt::kExitRunFailed;
   } catch (const c10::Error& e) {
     std::cerr << "mpt: error: LibTorch: " << e.what_without_backtrace() << "\n";
     return mpt::kExitRunFailed;

@@ -66,6 +66,19 @@ void require_regular_file(const std::string& path, const std::string& what) {
     throw UsageError(path + ": is not a regular file (a device, pipe or socket); expected " + what);
 }
 
+std::string path_problem(const std::string& path, PathKind kind) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (status.type() == fs::file_type::not_found || (error && error == std::errc::no_such_file_or_directory))
+    return kind == PathKind::kFile ? "no such file" : kind == PathKind::kFolder ? "no such folder" : "no such file or folder";
+  if (error) return error.message();
+  if (kind == PathKind::kFile && !fs::is_regular_file(status))
+    return fs::is_directory(status) ? "a folder, not a file" : "not a regular file (a device, pipe or socket)";
+  if (kind == PathKind::kFolder && !fs::is_directory(status)) return "a file, not a folder";
+  return "";
+}
+
 std::string read_file(const std::string& path) {
   require_regular_file(path);
   std::ifstream in(path, std::ios::binary);

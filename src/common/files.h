@@ -20,6 +20,12 @@ std::string read_file(const std::string& path);
 // `what` ("a file", "a spec file (SPEC.yaml)"); a missing file is left to the reader's own message.
 void require_regular_file(const std::string& path, const std::string& what = "a file");
 
+enum class PathKind { kFile, kFolder, kAny };
+
+// Why `path` is not a `kind` ("no such file", "a folder, not a file", "File name too long"), or "" when it is.
+// Never throws: a path the system refuses is the user's mistake to name, not an exception to escape.
+std::string path_problem(const std::string& path, PathKind kind);
+
 // Every JSON object of a JSONL file (metrics, events, history). A final line without its newline is a record
 // torn by a kill mid-write and is dropped; any other malformed line throws mpt::Error naming file and line.
 std::vector<nlohmann::json> read_jsonl_records(const std::string& path);

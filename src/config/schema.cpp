@@ -250,16 +250,22 @@ std::string closest_key(const std::string& unknown) {
       {"fp16", "precision.mode"},                 {"bf16", "precision.mode"},
       {"init_scale", "precision.loss_scale.init"}};
   if (auto it = kForeignNames.find(last_segment(unknown)); it != kForeignNames.end()) return it->second;
+  const std::string leaf = last_segment(unknown);
+  const size_t tolerance = std::max<size_t>(2, leaf.size() / 3);
+  // The length gap bounds a distance from below, so keys that cannot beat the best so far are never compared:
+  // an unknown key of megabytes costs no more than a short one.
+  auto gap = [](const std::string& a, const std::string& b) { return a.size() > b.size() ? a.size() - b.size() : b.size() - a.size(); };
   std::string best;
-  size_t best_distance = std::string::npos;
+  size_t best_distance = tolerance + 1;
   for (const auto& spec : schema()) {
     // A right leaf under the wrong section ("train.lr") is the commonest slip: compare leaves too.
-    size_t distance = std::min(edit_distance(unknown, spec.key),
-                               edit_distance(last_segment(unknown), last_segment(spec.key)) + 1);
+    const std::string spec_leaf = last_segment(spec.key);
+    size_t distance = best_distance;
+    if (gap(unknown, spec.key) < distance) distance = std::min(distance, edit_distance(unknown, spec.key));
+    if (gap(leaf, spec_leaf) + 1 < distance) distance = std::min(distance, edit_distance(leaf, spec_leaf) + 1);
     if (distance < best_distance) best_distance = distance, best = spec.key;
   }
-  size_t tolerance = std::max<size_t>(2, last_segment(unknown).size() / 3);
-  return best_distance <= tolerance ? best : "";
+  return best;
 }
 
 std::string describe_allowed(const KeySpec& spec) {

@@ -1,7 +1,7 @@
 // Fashion-MNIST from Debian's dataset-fashion-mnist (or any folder with the same four IDX files).
-#include <filesystem>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 
@@ -21,7 +21,7 @@ std::vector<std::string> fashion_mnist_stems() {
 
 std::string find_idx_file(const std::string& root, const std::string& stem) {
   for (const auto& candidate : {root + "/" + stem + ".gz", root + "/" + stem})
-    if (std::filesystem::is_regular_file(candidate)) return candidate;
+    if (path_problem(candidate, PathKind::kFile).empty()) return candidate;
   return "";
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "config/load.h"
 #include "data/dataset.h"
 #include "device/hardware.h"
@@ -112,38 +113,41 @@ void resolve_spec(config::Spec& spec, const HardwareFacts& hardware) {
       }
     } else {
       for (const char* file : {"train.tsv", "test.tsv"})
-        if (!std::filesystem::is_regular_file(root + "/" + file))
-          problems.push_back(at(spec, "data.root") + " = " + root + ": missing " + file + " (LABEL<TAB>TEXT per line)");
+        if (const std::string why = path_problem(root + "/" + file, PathKind::kFile); !why.empty())
+          problems.push_back(at(spec, "data.root") + " = " + root + ": " + file + ": " + why + " (LABEL<TAB>TEXT per line)");
     }
     const std::string vocab = spec.get_string("data.vocab");
-    if (!std::filesystem::is_regular_file(vocab))
-      problems.push_back(at(spec, "data.vocab") + " = " + vocab +
-                         ": no such file (scripts/setup.sh converts bert-base-uncased's vocabulary to "
+    if (const std::string why = path_problem(vocab, PathKind::kFile); !why.empty())
+      problems.push_back(at(spec, "data.vocab") + " = " + vocab + ": " + why +
+                         " (scripts/setup.sh converts bert-base-uncased's vocabulary to "
                          "data/bert-base-uncased/vocab.txt)");
   } else if (spec.get_string("data.name") == "cifar10") {
     const std::string nested = root + "/cifar-10-batches-bin";
-    const std::string folder = std::filesystem::is_directory(nested) ? nested : root;
+    const std::string folder = path_problem(nested, PathKind::kFolder).empty() ? nested : root;
     for (const char* file : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
                              "data_batch_5.bin", "test_batch.bin"})
-      if (!std::filesystem::is_regular_file(folder + "/" + file))
-        problems.push_back(at(spec, "data.root") + " = " + root + ": missing " + file +
+      if (const std::string why = path_problem(folder + "/" + file, PathKind::kFile); !why.empty())
+        problems.push_back(at(spec, "data.root") + " = " + root + ": " + file + ": " + why +
                            " (CIFAR-10's binary version, cifar-10-binary.tar.gz)");
   } else if (spec.get_string("data.name") == "image_folder") {
-    if (!std::filesystem::is_directory(root + "/train"))
-      problems.push_back(at(spec, "data.root") + " = " + root + ": no train/ folder (expected ROOT/train/<class>/*.jpg)");
-  } else if (!std::filesystem::is_directory(root)) {
-    problems.push_back(at(spec, "data.root") + " = " + root +
-                       ": no such folder (for Fashion-MNIST: apt-get install dataset-fashion-mnist)");
+    if (const std::string why = path_problem(root + "/train", PathKind::kFolder); !why.empty())
+      problems.push_back(at(spec, "data.root") + " = " + root + ": train/: " + why +
+                         " (expected ROOT/train/<class>/*.jpg)");
+  } else if (const std::string why = path_problem(root, PathKind::kFolder); !why.empty()) {
+    problems.push_back(at(spec, "data.root") + " = " + root + ": " + why +
+                       " (for Fashion-MNIST: apt-get install dataset-fashion-mnist)");
   } else {
     for (const auto& stem : data::fashion_mnist_stems())
       if (data::find_idx_file(root, stem).empty())
         problems.push_back(at(spec, "data.root") + " = " + root + ": missing " + stem + "[.gz]");
   }
-  if (const std::string init = spec.get_string("model.init_from"); !init.empty() && !std::filesystem::is_regular_file(init))
-    problems.push_back(at(spec, "model.init_from") + " = " + init + ": no such file");
+  if (const std::string init = spec.get_string("model.init_from"); !init.empty())
+    if (const std::string why = path_problem(init, PathKind::kFile); !why.empty())
+      problems.push_back(at(spec, "model.init_from") + " = " + init + ": " + why);
   const bool bert = spec.get_string("model.name").rfind("bert", 0) == 0;
-  if (const std::string hf = spec.get_string("model.hf_config"); !hf.empty() && !std::filesystem::exists(hf))
-    problems.push_back(at(spec, "model.hf_config") + " = " + hf + ": no such file or folder");
+  if (const std::string hf = spec.get_string("model.hf_config"); !hf.empty())
+    if (const std::string why = path_problem(hf, PathKind::kAny); !why.empty())
+      problems.push_back(at(spec, "model.hf_config") + " = " + hf + ": " + why);
   if (spec.get_string("model.name") == "bert" && spec.get_string("model.hf_config").empty())
     problems.push_back(at(spec, "model.name") + " = bert: takes its architecture from model.hf_config (a Hugging "
                        "Face config.json); set it, or name a preset (bert-tiny|mini|small|medium|base|large)");

@@ -158,6 +158,10 @@ TEST_CASE("spec files: a directory, duplicate keys, complex keys, control charac
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));  // a bound, not a benchmark
   CHECK_THAT(message, Catch::Contains("20000 errors") && Catch::Contains("... and 19980 more"));
 
+  // "did you mean" for a key of half a megabyte: only keys of about its length could be close, and none are.
+  CHECK_THAT(error_of([&] { parse_spec("", "long.yaml", {std::string(500000, 'k') + "=1"}); }),
+             Catch::Contains("unknown key") && Catch::Contains("see docs/spec.md"));
+
   write(dir + "/huge.yaml", std::string(2 << 20, '#'));
   CHECK_THAT(error_of([&] { load_spec(dir + "/huge.yaml", {}); }), Catch::Contains("a spec is a few kilobytes"));
 }
@@ -189,6 +193,34 @@ TEST_CASE("inputs that are not regular files are refused up front", "[fast][io]"
   const auto inspect = mpt::testing::run_mpt({"inspect", "/dev/zero"});
   CHECK(inspect.exit_code == 2);
   CHECK_THAT(inspect.output, Catch::Contains("/dev/zero"));
+}
+
+TEST_CASE("paths the system refuses are one-line usage errors naming the key, never an escaped exception",
+          "[fast][cli]") {
+  const std::string dir = scratch_dir("hostile_paths");
+  const std::string too_long = dir + "/" + std::string(300, 'a');  // a name over NAME_MAX: ENAMETOOLONG
+  write(dir + "/file", "x");
+  using mpt::PathKind;
+  CHECK(mpt::path_problem(too_long, PathKind::kFile) == "File name too long");
+  CHECK(mpt::path_problem(dir, PathKind::kFile) == "a folder, not a file");
+  CHECK(mpt::path_problem(dir + "/file", PathKind::kFolder) == "a file, not a folder");
+  CHECK(mpt::path_problem(dir + "/file/below", PathKind::kAny) == "no such file or folder");
+  CHECK(mpt::path_problem(dir + "/none", PathKind::kFolder) == "no such folder");
+  CHECK(mpt::path_problem(dir + "/file", PathKind::kFile).empty());
+
+  const std::string spec = mpt::testing::source_path("configs/mlp_fmnist_fp32.yaml");
+  const auto root = mpt::testing::run_mpt({"train", spec, "data.root=" + too_long, "--run-dir", dir + "/r1"});
+  CHECK(root.exit_code == 2);
+  CHECK_THAT(root.output, Catch::Contains("data.root = " + too_long + ": File name too long"));
+  const auto init = mpt::testing::run_mpt({"train", spec, "model.init_from=" + dir, "--run-dir", dir + "/r2"});
+  CHECK(init.exit_code == 2);
+  CHECK_THAT(init.output, Catch::Contains("model.init_from = " + dir + ": a folder, not a file"));
+  const auto run_dir = mpt::testing::run_mpt({"train", spec, "--run-dir", too_long + "/run"});
+  CHECK(run_dir.exit_code == 2);
+  CHECK_THAT(run_dir.output, Catch::Contains("mpt: error: " + too_long) && Catch::Contains(": File name too long"));
+  const auto eval = mpt::testing::run_mpt({"eval", dir + "/file/below"});
+  CHECK(eval.exit_code == 2);
+  CHECK_THAT(eval.output, Catch::Contains(dir + "/file/below"));
 }
 
 TEST_CASE("a vocabulary with a byte-order mark reads as without one", "[fast][data]") {
