@@ -118,32 +118,24 @@ void write_reports(const std::string& out, const compare::Comparison& comparison
 // The speed-up measured so that a busy machine cannot flip it: rounds of `mpt bench` on both sides back to back,
 // alternating which goes first, compared round by round (the training runs ran minutes apart).
 compare::SpeedRounds time_both_sides(const AbCompareOptions& options, const std::string& out) {
-  auto bench_args = [&](const std::string& side) {
-    const bool dir = fs::is_directory(side);
-    std::vector<std::string> args = {process::self_executable(), "bench", dir ? side + "/config.yaml" : side};
-    if (!dir) args.insert(args.end(), options.overrides.begin(), options.overrides.end());
-    args.push_back("--no-peak");
-    return args;
-  };
   compare::SpeedRounds rounds;
   for (int round = 0; round < options.speed_rounds; ++round)
     for (int turn = 0; turn < 2; ++turn) {
       const bool a_side = (round + turn) % 2 == 0;
-      const std::string result = fmt::format("{}/speed-{}-{}.json", out, a_side ? "A" : "B", round);
-      std::vector<std::string> args = bench_args(a_side ? options.a : options.b);
-      args.insert(args.end(), {"--json-out", result});
+      const std::string& side = a_side ? options.a : options.b;
+      const bool dir = fs::is_directory(side);
       process::ChildOptions child;
       child.log_path = out + "/speed.log";
       std::cerr << fmt::format("ab-compare: timing round {}/{}: {}\n", round + 1, options.speed_rounds,
                                a_side ? "A" : "B");
-      const int code = process::run_child(args, child, &g_interrupted).exit_code;
+      const process::BenchResult bench = process::run_bench(
+          dir ? side + "/config.yaml" : side, dir ? std::vector<std::string>{} : options.overrides, {"--no-peak"},
+          fmt::format("{}/speed-{}-{}.json", out, a_side ? "A" : "B", round), child, &g_interrupted);
       if (g_interrupted) throw Error("interrupted while timing both sides; the runs are kept: run the same command again");
-      const nlohmann::json json = parse_json(code == kExitOk ? read_file(result) : "");
-      if (!json.is_object() || !json.contains("samples_per_sec"))
-        throw Error(fmt::format("`mpt bench` of side {} failed (exit {}); see {}/speed.log", a_side ? "A" : "B", code,
-                                out));
-      (a_side ? rounds.a : rounds.b).push_back(json["samples_per_sec"].get<double>());
-      fs::remove(result);
+      if (!bench.result.contains("samples_per_sec") || !bench.result["samples_per_sec"].is_number())
+        throw Error(fmt::format("`mpt bench` of side {} failed (exit {}); see {}/speed.log", a_side ? "A" : "B",
+                                bench.child.exit_code, out));
+      (a_side ? rounds.a : rounds.b).push_back(bench.result["samples_per_sec"].get<double>());
     }
   return rounds;
 }

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <iostream>
 
-#include "common/files.h"
 #include "common/process.h"
 
 namespace mpt::app {
@@ -18,15 +17,12 @@ namespace {
 int64_t trial_peak_memory(const std::string& spec_path, const std::vector<std::string>& overrides,
                           const std::string& mode, int64_t batch) {
   const std::string out = fmt::format("{}/mpt-max-batch-{}.json", std::filesystem::temp_directory_path().string(), ::getpid());
-  std::vector<std::string> args = {process::self_executable(), "bench", spec_path};
-  args.insert(args.end(), overrides.begin(), overrides.end());
-  args.insert(args.end(), {fmt::format("data.batch_size={}", batch), "precision.mode=" + mode, "--steps", "2",
-                           "--warmup", "1", "--no-peak", "--json-out", out});
+  std::vector<std::string> trial = overrides;
+  trial.insert(trial.end(), {fmt::format("data.batch_size={}", batch), "precision.mode=" + mode});
   process::ChildOptions child;
   child.log_path = "/dev/null";
-  if (process::run_child(args, child).exit_code != 0) return -1;
-  const auto json = nlohmann::json::parse(read_file(out), nullptr, false);
-  std::filesystem::remove(out);
+  const nlohmann::json json =
+      process::run_bench(spec_path, trial, {"--steps", "2", "--warmup", "1", "--no-peak"}, out, child).result;
   return json.is_object() ? json.value("peak_memory_bytes", int64_t{-1}) : -1;
 }
 

@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/files.h"
+#include "common/json.h"
 
 namespace mpt::process {
 
@@ -71,6 +73,24 @@ ChildResult run_child(const std::vector<std::string>& args, const ChildOptions& 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+BenchResult run_bench(const std::string& spec_path, const std::vector<std::string>& overrides,
+                      const std::vector<std::string>& flags, const std::string& result_path,
+                      const ChildOptions& options, const volatile int* stop_requested) {
+  std::vector<std::string> args = {self_executable(), "bench", spec_path};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"--json-out", result_path});
+  BenchResult bench;
+  bench.child = run_child(args, options, stop_requested);
+  std::error_code error;
+  if (bench.child.exit_code == 0 && std::filesystem::is_regular_file(result_path, error)) {
+    nlohmann::json json = parse_json(read_file(result_path));
+    if (json.is_object()) bench.result = std::move(json);
+  }
+  std::filesystem::remove(result_path, error);
+  return bench;
 }
 
 }  // namespace mpt::process

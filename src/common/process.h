@@ -2,6 +2,8 @@
 // peak memory, threads and crashes, and a time budget can stop it.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -27,5 +29,16 @@ std::string self_executable();
 // by a signal handler), is forwarded to the child as SIGTERM. Throws mpt::Error when the child cannot start.
 ChildResult run_child(const std::vector<std::string>& args, const ChildOptions& options,
                       const volatile int* stop_requested = nullptr);
+
+struct BenchResult {
+  ChildResult child;
+  nlohmann::json result;  // `mpt bench --json-out`'s object; null when the bench failed or wrote none
+};
+
+// `mpt bench SPEC OVERRIDES... FLAGS... --json-out RESULT_PATH` in a child process (ab-compare's speed rounds,
+// nightly's timings, the max-batch search), the result file read back and removed.
+BenchResult run_bench(const std::string& spec_path, const std::vector<std::string>& overrides,
+                      const std::vector<std::string>& flags, const std::string& result_path,
+                      const ChildOptions& options, const volatile int* stop_requested = nullptr);
 
 }  // namespace mpt::process

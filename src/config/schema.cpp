@@ -252,8 +252,8 @@ std::string closest_key(const std::string& unknown) {
   if (auto it = kForeignNames.find(last_segment(unknown)); it != kForeignNames.end()) return it->second;
   const std::string leaf = last_segment(unknown);
   const size_t tolerance = std::max<size_t>(2, leaf.size() / 3);
-  // The length gap bounds a distance from below, so keys that cannot beat the best so far are never compared:
-  // an unknown key of megabytes costs no more than a short one.
+  // The length gap bounds a distance from below, and a comparison stops once it cannot beat the best so far: an
+  // unknown key of megabytes costs no more than a short one.
   auto gap = [](const std::string& a, const std::string& b) { return a.size() > b.size() ? a.size() - b.size() : b.size() - a.size(); };
   std::string best;
   size_t best_distance = tolerance + 1;
@@ -261,8 +261,8 @@ std::string closest_key(const std::string& unknown) {
     // A right leaf under the wrong section ("train.lr") is the commonest slip: compare leaves too.
     const std::string spec_leaf = last_segment(spec.key);
     size_t distance = best_distance;
-    if (gap(unknown, spec.key) < distance) distance = std::min(distance, edit_distance(unknown, spec.key));
-    if (gap(leaf, spec_leaf) + 1 < distance) distance = std::min(distance, edit_distance(leaf, spec_leaf) + 1);
+    if (gap(unknown, spec.key) < distance) distance = edit_distance(unknown, spec.key, distance);
+    if (gap(leaf, spec_leaf) + 1 < distance) distance = edit_distance(leaf, spec_leaf, distance - 1) + 1;
     if (distance < best_distance) best_distance = distance, best = spec.key;
   }
   return best;

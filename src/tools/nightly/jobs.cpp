@@ -150,16 +150,14 @@ bool time_train_job(const Job& job, const std::string& job_dir, int rounds, nloh
   if (!metrics.contains("bench_rounds")) metrics["bench_rounds"] = nlohmann::json::array();
   for (int round = 0; round < rounds; ++round) {
     const std::string result = fmt::format("{}/speed-{}.json", job_dir, round);
-    std::vector<std::string> args = {process::self_executable(), "bench", job.specs.at(0)};
-    args.insert(args.end(), job.overrides.begin(), job.overrides.end());
-    args.insert(args.end(), {"--steps", std::to_string(steps), "--warmup", "10", "--no-peak", "--json-out", result});
     process::ChildOptions options;
     options.log_path = job_dir + "/speed.log";
     options.own_process_group = true;
-    const process::ChildResult child = process::run_child(args, options, stop_requested);
-    const nlohmann::json json = child.exit_code == 0 ? read_json_or_null(result) : nlohmann::json(nullptr);
-    fs::remove(result);
-    if (!json.is_object() || !json.contains("samples_per_sec") || !json["samples_per_sec"].is_number()) return false;
+    const nlohmann::json json =
+        process::run_bench(job.specs.at(0), job.overrides,
+                           {"--steps", std::to_string(steps), "--warmup", "10", "--no-peak"}, result, options,
+                           stop_requested).result;
+    if (!json.contains("samples_per_sec") || !json["samples_per_sec"].is_number()) return false;
     metrics["bench_rounds"].push_back(json["samples_per_sec"]);
   }
   std::vector<double> values;
