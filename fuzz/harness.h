@@ -1,4 +1,4 @@
-// Shared by the fuzz harnesses: a per-process scratch file for parsers that read a path, and the rule that an
+// Shared by the fuzz harnesses: per-process scratch files and folders for parsers that read a path, and the rule that an
 // mpt::Error (a clear refusal) is the only acceptable way to fail. Anything else escaping a parser, a crash,
 // a hang or a sanitizer report is a finding.
 #pragma once
@@ -7,23 +7,41 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "common/error.h"
 
 namespace mpt::fuzz {
 
-// FUZZ_SCRATCH/fuzz-<pid>-NAME holding `data`; rewritten for every input.
-inline std::string scratch_file(const uint8_t* data, size_t size, const std::string& name) {
-  static const std::string folder = [] {
-    const char* env = std::getenv("FUZZ_SCRATCH");
-    return std::string(env && *env ? env : "/tmp");
-  }();
-  const std::string path = folder + "/fuzz-" + std::to_string(::getpid()) + "-" + name;
+// Writes `data` to `path`; a scratch file that cannot be written is the harness's fault, so it aborts.
+inline void write_bytes(const std::string& path, const uint8_t* data, size_t size) {
   std::FILE* file = std::fopen(path.c_str(), "wb");
   if (!file) std::abort();
   if (size > 0) std::fwrite(data, 1, size, file);
   std::fclose(file);
+}
+
+// FUZZ_SCRATCH/fuzz-<pid>-NAME: a file, or (made once) a folder for loaders that read a data root.
+inline std::string scratch_path(const std::string& name) {
+  static const std::string folder = [] {
+    const char* env = std::getenv("FUZZ_SCRATCH");
+    return std::string(env && *env ? env : "/tmp");
+  }();
+  return folder + "/fuzz-" + std::to_string(::getpid()) + "-" + name;
+}
+
+inline std::string scratch_folder(const std::string& name) {
+  const std::string path = scratch_path(name);
+  std::filesystem::create_directories(path);
+  return path;
+}
+
+// FUZZ_SCRATCH/fuzz-<pid>-NAME holding `data`; rewritten for every input.
+inline std::string scratch_file(const uint8_t* data, size_t size, const std::string& name) {
+  const std::string path = scratch_path(name);
+  write_bytes(path, data, size);
   return path;
 }
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Fuzzing (not a test): builds the libFuzzer harnesses of fuzz/ with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer into build-fuzz/, makes seed corpora from real files (the shipped specs and suite,
-# Fashion-MNIST, the vocabulary, files torch.save and safetensors write, an mpt checkpoint, a PNG and a JPEG),
-# and runs each harness on its corpus.
+# Fashion-MNIST, CIFAR-10 records, the vocabulary, the fortune corpus and topics, files torch.save and
+# safetensors write, an mpt checkpoint, a PNG and a JPEG), and runs each harness on its corpus (docs/hardening.md).
 #
-#   scripts/fuzz.sh [SECONDS] [HARNESS ...]       # default: 30 s for each of spec suite jsonl idx wordpiece
-#                                                 # pickle weights image
+#   scripts/fuzz.sh [SECONDS] [HARNESS ...]       # default: 30 s for each of spec suite jsonl idx cifar
+#                                                 # wordpiece tsv corpus pickle weights image
 #   scripts/fuzz.sh --runs N [HARNESS ...]        # N executions each: the long run is --runs 1000000
 #
 # Stops at the first crash, hang (an input running over 10 s), memory blow-up (over 2 GiB) or sanitizer report,
@@ -17,7 +17,7 @@ limit=(-max_total_time=30)
 if [[ ${1:-} == --runs ]]; then limit=(-runs="$2"); shift 2
 elif [[ ${1:-} =~ ^[0-9]+$ ]]; then limit=(-max_total_time="$1"); shift; fi
 harnesses=("$@")
-[[ ${#harnesses[@]} -gt 0 ]] || harnesses=(spec suite jsonl idx wordpiece pickle weights image)
+[[ ${#harnesses[@]} -gt 0 ]] || harnesses=(spec suite jsonl idx cifar wordpiece tsv corpus pickle weights image)
 
 env_dir=$(scripts/torch_env.sh)
 python=$env_dir/bin/python
@@ -28,10 +28,10 @@ if [[ ! -f build-fuzz/build.ninja ]]; then
 fi
 cmake --build build-fuzz -j "$(nproc)" --target "${harnesses[@]/#/fuzz_}"
 
-# Seeds, made once.
+# Seeds, made once (again when a harness has none).
 seeds=build-fuzz/seeds
-if [[ ! -f $seeds/.made ]]; then
-  rm -rf "$seeds" && mkdir -p "$seeds"/{spec,suite,jsonl,idx,wordpiece,pickle,weights,image}
+if [[ ! -f $seeds/.made || ! -d $seeds/corpus ]]; then
+  rm -rf "$seeds" && mkdir -p "$seeds"/{spec,suite,jsonl,idx,cifar,wordpiece,tsv,corpus,pickle,weights,image}
   cp configs/*.yaml "$seeds/spec/"
   cp scripts/nightly_example.yaml "$seeds/suite/"
   printf '{"kind": "train", "step": 50, "loss": 0.5}\n{"kind": "eval", "step": 100, "eval": {"loss": 0.4}}\n' \
@@ -44,10 +44,19 @@ if [[ ! -f $seeds/.made ]]; then
   done
   [[ -f data/bert-base-uncased/vocab.txt ]] && head -n 400 data/bert-base-uncased/vocab.txt >"$seeds/wordpiece/vocab.txt"
   echo "the quick brown fox jumps over the lazy dog. Élan, naïve café — 中文 text!" >"$seeds/wordpiece/text.txt"
+  cp "$seeds/wordpiece/text.txt" "$seeds/corpus/"
+  [[ -f data/corpus/fortunes/art.txt ]] && head -c 3000 data/corpus/fortunes/art.txt >"$seeds/corpus/art.txt"
+  printf 'pos\tthe a\nneg\tthe s\n' >"$seeds/tsv/small.tsv"
+  if [[ -f data/fortune_topics/train.tsv ]]; then  # train.tsv, a form feed, test.tsv: the harness splits there
+    { head -c 800 data/fortune_topics/train.tsv; printf '\f'; head -c 600 data/fortune_topics/test.tsv; } >"$seeds/tsv/split.tsv"
+  fi
   "$python" - "$seeds" <<'PY'
-import io, sys, zipfile
+import io, random, sys, zipfile
 import torch
 seeds = sys.argv[1]
+rng = random.Random(1)  # CIFAR-10: two 3,073-byte records (label, 3x32x32 pixels), and one with label 11
+open(f"{seeds}/cifar/two_records.bin", "wb").write(b"".join(bytes([label]) + rng.randbytes(3072) for label in (3, 7)))
+open(f"{seeds}/cifar/bad_label.bin", "wb").write(bytes([11]) + bytes(3072))
 state = {"weight": torch.randn(3, 2), "bias": torch.zeros(3), "steps": torch.tensor(7)}
 torch.save(state, f"{seeds}/weights/state.pt")
 torch.save({"state_dict": state, "epoch": 3}, f"{seeds}/weights/wrapped.pt")
