@@ -1,5 +1,5 @@
-// Shared by the fuzz harnesses: per-process scratch files and folders for parsers that read a path, and the rule that an
-// mpt::Error (a clear refusal) is the only acceptable way to fail. Anything else escaping a parser, a crash,
+// Shared by the fuzz harnesses: per-process scratch files and folders for parsers that read a path, and the rule
+// that an mpt::Error (a clear refusal) is the only acceptable way to fail. Anything else escaping a parser, a crash,
 // a hang or a sanitizer report is a finding.
 #pragma once
 

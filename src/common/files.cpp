@@ -70,8 +70,10 @@ std::string path_problem(const std::string& path, PathKind kind) {
   namespace fs = std::filesystem;
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
-  if (status.type() == fs::file_type::not_found || (error && error == std::errc::no_such_file_or_directory))
-    return kind == PathKind::kFile ? "no such file" : kind == PathKind::kFolder ? "no such folder" : "no such file or folder";
+  if (status.type() == fs::file_type::not_found || (error && error == std::errc::no_such_file_or_directory)) {
+    if (kind == PathKind::kFile) return "no such file";
+    return kind == PathKind::kFolder ? "no such folder" : "no such file or folder";
+  }
   if (error) return error.message();
   if (kind == PathKind::kFile && !fs::is_regular_file(status))
     return fs::is_directory(status) ? "a folder, not a file" : "not a regular file (a device, pipe or socket)";

@@ -249,12 +249,14 @@ std::string closest_key(const std::string& unknown) {
       {"num_workers", "data.workers"},            {"amp", "precision.mode"},
       {"fp16", "precision.mode"},                 {"bf16", "precision.mode"},
       {"init_scale", "precision.loss_scale.init"}};
-  if (auto it = kForeignNames.find(last_segment(unknown)); it != kForeignNames.end()) return it->second;
   const std::string leaf = last_segment(unknown);
+  if (auto it = kForeignNames.find(leaf); it != kForeignNames.end()) return it->second;
   const size_t tolerance = std::max<size_t>(2, leaf.size() / 3);
   // The length gap bounds a distance from below, and a comparison stops once it cannot beat the best so far: an
   // unknown key of megabytes costs no more than a short one.
-  auto gap = [](const std::string& a, const std::string& b) { return a.size() > b.size() ? a.size() - b.size() : b.size() - a.size(); };
+  auto gap = [](const std::string& a, const std::string& b) {
+    return a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+  };
   std::string best;
   size_t best_distance = tolerance + 1;
   for (const auto& spec : schema()) {

@@ -1,5 +1,4 @@
 // Fashion-MNIST from Debian's dataset-fashion-mnist (or any folder with the same four IDX files).
-
 #include "common/error.h"
 #include "common/files.h"
 #include "data/dataset.h"

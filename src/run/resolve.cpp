@@ -114,7 +114,8 @@ void resolve_spec(config::Spec& spec, const HardwareFacts& hardware) {
     } else {
       for (const char* file : {"train.tsv", "test.tsv"})
         if (const std::string why = path_problem(root + "/" + file, PathKind::kFile); !why.empty())
-          problems.push_back(at(spec, "data.root") + " = " + root + ": " + file + ": " + why + " (LABEL<TAB>TEXT per line)");
+          problems.push_back(at(spec, "data.root") + " = " + root + ": " + file + ": " + why +
+                             " (LABEL<TAB>TEXT per line)");
     }
     const std::string vocab = spec.get_string("data.vocab");
     if (const std::string why = path_problem(vocab, PathKind::kFile); !why.empty())
