@@ -3,19 +3,15 @@
 #include "fuzz/harness.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string root = [] {
-    const std::string folder = mpt::fuzz::scratch_folder("corpus");
-    const std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\na\n##b\n";
-    mpt::fuzz::write_bytes(folder + "/vocab.txt", reinterpret_cast<const uint8_t*>(vocab.data()), vocab.size());
-    std::filesystem::create_directories(folder + "/text");
-    return folder;
-  }();
+  static const std::string root = mpt::fuzz::scratch_folder("corpus");
+  static const std::string vocab = mpt::fuzz::write_small_vocabulary(root);
+  static const std::string text = mpt::fuzz::scratch_folder("corpus/text");
   static int64_t calls = 0;
-  mpt::fuzz::write_bytes(root + "/text/a.txt", data, size);
+  mpt::fuzz::write_bytes(text + "/a.txt", data, size);
   mpt::data::DataConfig config;
   config.name = "text_corpus";
-  config.root = root + "/text";
-  config.vocab = root + "/vocab.txt";
+  config.root = text;
+  config.vocab = vocab;
   // The packed corpus is cached per (root, vocabulary, seq_len, ...): alternating the length packs every input anew.
   config.seq_len = ++calls % 2 ? 8 : 9;
   config.test_every = 2;

@@ -6,12 +6,8 @@
 #include "fuzz/harness.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string root = [] {
-    const std::string folder = mpt::fuzz::scratch_folder("tsv");
-    const std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\na\n##b\n";
-    mpt::fuzz::write_bytes(folder + "/vocab.txt", reinterpret_cast<const uint8_t*>(vocab.data()), vocab.size());
-    return folder;
-  }();
+  static const std::string root = mpt::fuzz::scratch_folder("tsv");
+  static const std::string vocab = mpt::fuzz::write_small_vocabulary(root);
   const uint8_t* split = std::find(data, data + size, '\f');
   const bool one_file = split == data + size;
   mpt::fuzz::write_bytes(root + "/train.tsv", data, static_cast<size_t>(split - data));
@@ -20,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mpt::data::DataConfig config;
   config.name = "text_classification";
   config.root = root;
-  config.vocab = root + "/vocab.txt";
+  config.vocab = vocab;
   config.seq_len = 16;
   for (const char* split_name : {"train", "test"})
     mpt::fuzz::refusals_only([&] { (void)mpt::data::load_text_classification(config, split_name, 0); });

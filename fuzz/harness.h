@@ -38,6 +38,14 @@ inline std::string scratch_folder(const std::string& name) {
   return path;
 }
 
+// FOLDER/vocab.txt: the special tokens and a few pieces, for the loaders that read data.vocab.
+inline std::string write_small_vocabulary(const std::string& folder) {
+  static const std::string kTokens = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\na\n##b\n";
+  const std::string path = folder + "/vocab.txt";
+  write_bytes(path, reinterpret_cast<const uint8_t*>(kTokens.data()), kTokens.size());
+  return path;
+}
+
 // FUZZ_SCRATCH/fuzz-<pid>-NAME holding `data`; rewritten for every input.
 inline std::string scratch_file(const uint8_t* data, size_t size, const std::string& name) {
   const std::string path = scratch_path(name);

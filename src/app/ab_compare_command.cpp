@@ -11,7 +11,6 @@
 #include "app/max_batch.h"
 #include "common/error.h"
 #include "common/files.h"
-#include "common/json.h"
 #include "common/process.h"
 #include "config/load.h"
 #include "config/schema.h"
