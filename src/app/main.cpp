@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "common/echo.h"
 #include "common/edit_distance.h"
 #include "common/error.h"
 #include "device/hardware.h"
@@ -34,6 +35,26 @@ bool is_path_mistake(const std::error_code& code) {
                             std::errc::permission_denied, std::errc::file_exists})
     if (code == mistake) return true;
   return false;
+}
+
+// "; did you mean '--nproc'?" for the first unknown --option in `args` within two edits of one `command` has.
+std::string nearest_option(CLI::App* command, int argc, char** argv) {
+  if (!command) return "";
+  for (int i = 2; i < argc; ++i) {
+    const std::string typed = std::string(argv[i]).substr(0, std::string(argv[i]).find('='));
+    if (typed.rfind("--", 0) != 0 || typed.size() < 3) continue;
+    std::string best;
+    size_t best_distance = 3;
+    bool known = false;
+    for (const CLI::Option* option : command->get_options()) {
+      for (const std::string& name : option->get_lnames()) {
+        known = known || typed == "--" + name;
+        if (const size_t d = mpt::edit_distance(typed, "--" + name); d < best_distance) best = "--" + name, best_distance = d;
+      }
+    }
+    if (!known && !best.empty()) return "; did you mean '" + best + "'?";
+  }
+  return "";
 }
 
 }  // namespace
@@ -162,7 +183,7 @@ int main(int argc, char** argv) {
     for (CLI::App* candidate : cli.get_subcommands([](CLI::App*) { return true; }))
       if (candidate->get_name() == command) sub = candidate;
     if (!sub) {
-      std::cerr << "mpt: error: unknown command '" << command << "'" << nearest_command(cli, command)
+      std::cerr << "mpt: error: unknown command '" << mpt::echo(command) << "'" << nearest_command(cli, command)
                 << "; `mpt --help` lists them\n";
       return mpt::kExitUsage;
     }
@@ -172,12 +193,24 @@ int main(int argc, char** argv) {
     }
   }
 
+  // CLI11 reads a bare "++" as the end of a subcommand's arguments and drops it; as an override it is a mistake.
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "++") {
+      std::cerr << "mpt: error: override '++': expected key=value (+key=value adds, ++key=value adds or sets, ~key "
+                   "deletes), e.g. ++optimizer.lr=3e-4\n";
+      return mpt::kExitUsage;
+    }
   try {
     cli.parse(argc, argv);
     bench.measure_peak = !no_peak;
   } catch (const CLI::ParseError& e) {
-    const int code = cli.exit(e);
-    return code == 0 ? mpt::kExitOk : mpt::kExitUsage;  // CLI11's own codes (100-115) are not ours
+    if (e.get_exit_code() == 0) return cli.exit(e);  // --help, --version
+    CLI::App* command = nullptr;
+    for (CLI::App* sub : cli.get_subcommands([](CLI::App*) { return true; }))
+      if (argc >= 2 && sub->get_name() == argv[1]) command = sub;
+    std::cerr << "mpt: error: " << mpt::terminal_safe(e.what()) << nearest_option(command, argc, argv) << "\n"
+              << "Run with --help for more information.\n";
+    return mpt::kExitUsage;  // CLI11's own codes (100-115) are not ours
   }
 
   try {
@@ -192,16 +225,19 @@ int main(int argc, char** argv) {
     if (*eval_cmd) return mpt::app::run_eval(eval_spec, eval_overrides, eval_json);
     if (*inspect_cmd) return mpt::app::run_inspect(inspect_spec, inspect_overrides, inspect_json);
   } catch (const mpt::Error& e) {
-    std::cerr << "mpt: error: " << e.what() << "\n";
+    std::cerr << "mpt: error: " << mpt::terminal_safe(e.what()) << "\n";
     return e.exit_code();
   } catch (const std::filesystem::filesystem_error& e) {
-    std::cerr << "mpt: error: " << e.path1().string() << ": " << e.code().message() << "\n";
+    std::cerr << "mpt: error: " << mpt::echo(e.path1().string(), 4096) << ": " << e.code().message() << "\n";
     return is_path_mistake(e.code()) ? mpt::kExitUsage : mpt::kExitRunFailed;
   } catch (const c10::Error& e) {
-    std::cerr << "mpt: error: LibTorch: " << e.what_without_backtrace() << "\n";
+    std::cerr << "mpt: error: LibTorch: " << mpt::terminal_safe(e.what_without_backtrace()) << "\n";
+    return mpt::kExitRunFailed;
+  } catch (const std::bad_alloc&) {  // a file mpt did not bound, or a model too large for this machine
+    std::cerr << "mpt: error: out of memory (std::bad_alloc): a smaller data.batch_size or model may fit\n";
     return mpt::kExitRunFailed;
   } catch (const std::exception& e) {
-    std::cerr << "mpt: error: " << e.what() << "\n";
+    std::cerr << "mpt: error: " << mpt::terminal_safe(e.what()) << "\n";
     return mpt::kExitRunFailed;
   }
   return mpt::kExitUsage;

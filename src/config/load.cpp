@@ -1,12 +1,15 @@
 // Spec loading: parse, flatten nested sections to dotted keys, apply overrides, fill defaults, type-check.
 #include "config/load.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "common/echo.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "config/schema.h"
@@ -21,7 +24,7 @@ bool is_section(const std::string& prefix) {
 }
 
 std::string unknown_key_message(const std::string& where, const std::string& key) {
-  std::string message = where + ": unknown key '" + key + "'";
+  std::string message = where + ": unknown key '" + echo(key) + "'";
   std::string suggestion = closest_key(key);
   if (!suggestion.empty()) message += "; did you mean '" + suggestion + "'?";
   else message += "; see docs/spec.md for every key";
@@ -121,13 +124,13 @@ void flatten(const YAML::Node& map, const std::string& prefix, const std::string
     const YAML::Node& value = entry.second;
     const int line = entry.first.Mark().line + 1;
     if (auto [earlier, first] = seen.emplace(name, line); !first) {
-      problems.push_back(where + ": '" + key + "' is given twice (lines " + std::to_string(earlier->second) + " and " +
+      problems.push_back(where + ": '" + echo(key) + "' is given twice (lines " + std::to_string(earlier->second) + " and " +
                          std::to_string(line) + "); keep one");
       continue;
     }
     if (const KeySpec* key_spec = find_key(key)) {
       std::string problem = check_value(*key_spec, value);
-      if (!problem.empty()) problems.push_back(where + ": " + key + " = " + yaml_inline(value) + ": " + problem);
+      if (!problem.empty()) problems.push_back(where + ": " + key + " = " + echo(yaml_inline(value)) + ": " + problem);
       else spec.set(key, value, where);
     } else if (is_section(key)) {
       if (value.IsMap()) flatten(value, key, source, spec, problems);
@@ -141,13 +144,13 @@ void flatten(const YAML::Node& map, const std::string& prefix, const std::string
 // Hydra's override grammar: key=value sets, +key=value adds a key the spec does not set yet, ++key=value adds or
 // sets, ~key (or ~key=value, naming the value it removes) deletes the spec's setting so the default applies.
 void apply_override(const std::string& text, Spec& spec, std::vector<std::string>& problems) {
-  const std::string where = "override '" + text + "'";
   const bool remove = text.rfind('~', 0) == 0;
   const bool add_or_set = text.rfind("++", 0) == 0;
   const bool add = !add_or_set && text.rfind('+', 0) == 0;
   const std::string body = text.substr(remove || add ? 1 : add_or_set ? 2 : 0);
   const auto equals = body.find('=');
-  if (equals == 0 || (equals == std::string::npos && !remove)) {
+  const std::string where = "override '" + echo(text) + "'";
+  if (body.empty() || equals == 0 || (equals == std::string::npos && !remove)) {
     problems.push_back(where + ": expected key=value (+key=value adds, ++key=value adds or sets, ~key deletes), "
                        "e.g. optimizer.lr=3e-4");
     return;
@@ -170,22 +173,48 @@ void apply_override(const std::string& text, Spec& spec, std::vector<std::string
   if (remove) {
     if (!spec.has(key)) problems.push_back(where + ": " + key + " is not set in the spec; nothing to delete");
     else if (equals != std::string::npos && spec.value_text(key) != yaml_inline(value))
-      problems.push_back(where + ": " + key + " is " + spec.value_text(key) + " (" + spec.origin(key) + "), not " +
-                         yaml_inline(value));
+      problems.push_back(where + ": " + key + " is " + echo(spec.value_text(key)) + " (" + spec.origin(key) + "), not " +
+                         echo(yaml_inline(value)));
     else spec.erase(key);
     return;
   }
   if (add && spec.has(key)) {
-    problems.push_back(where + ": " + key + " is already set (" + spec.origin(key) + "); use ++" + body +
-                       " to override it");
+    problems.push_back(where + ": " + key + " is already set (" + spec.origin(key) + "); use ++" + key + "=" +
+                       echo(body.substr(equals + 1)) + " to override it");
     return;
   }
   std::string problem = check_value(*key_spec, value);
-  if (!problem.empty()) problems.push_back(where + ": " + key + " = " + yaml_inline(value) + ": " + problem);
+  if (!problem.empty()) problems.push_back(where + ": " + key + " = " + echo(yaml_inline(value)) + ": " + problem);
   else spec.set(key, value, "override");
 }
 
 }  // namespace
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  const std::string too_deep = "nested more than " + std::to_string(kMaxYamlDepth) + " levels deep";
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw UsageError(source + ":" + std::to_string(e.mark.line + 1) + ": " + too_deep);
+  } catch (const YAML::ParserException& e) {
+    throw UsageError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                     ": not valid YAML: " + e.msg);
+  }
+  // Walked without recursion: later readers (flatten, yaml_inline) recurse once per level.
+  std::vector<std::pair<YAML::Node, int>> pending = {{root, 1}};
+  while (!pending.empty()) {
+    auto [node, depth] = pending.back();
+    pending.pop_back();
+    if (!node.IsMap() && !node.IsSequence()) continue;
+    if (depth > kMaxYamlDepth) throw UsageError(source + ":" + std::to_string(node.Mark().line + 1) + ": " + too_deep);
+    for (const auto& child : node) {
+      if (node.IsMap()) pending.push_back({child.first, depth + 1}), pending.push_back({child.second, depth + 1});
+      else pending.push_back({child, depth + 1});
+    }
+  }
+  return root;
+}
 
 void throw_if_errors(const std::string& what, const std::vector<std::string>& problems) {
   if (problems.empty()) return;
@@ -202,13 +231,7 @@ Spec parse_spec(const std::string& yaml_text, const std::string& source_name,
                 const std::vector<std::string>& overrides) {
   Spec spec(source_name);
   std::vector<std::string> problems;
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::ParserException& e) {
-    throw UsageError(source_name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                     ": not valid YAML: " + e.msg);
-  }
+  const YAML::Node root = parse_yaml(yaml_text, source_name);
   if (root.IsMap()) flatten(root, "", source_name, spec, problems);
   else if (!root.IsNull()) problems.push_back(source_name + ":1: expected a mapping of sections (experiment:, model:, ...)");
   for (const auto& text : overrides) apply_override(text, spec, problems);

@@ -12,6 +12,8 @@ namespace mpt::config {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Loss scales are FP32 values (GradScaler's scale is an FP32 tensor): beyond this they are Inf.
+constexpr double kFp32Max = std::numeric_limits<float>::max();
 
 KeySpec integer(std::string key, std::string def, double min, double max, std::string doc) {
   return KeySpec{std::move(key), KeyType::kInt, std::move(def), {}, min, max, false, false, std::move(doc)};
@@ -126,15 +128,15 @@ std::vector<KeySpec> build_schema() {
       boolean("precision.tf32", "false", "CUDA FP32 runs: allow TF32 Tensor Core math in matmul and cuDNN."),
       choice("precision.loss_scale.mode", "auto", {"auto", "dynamic", "static", "none"},
              "auto: dynamic for fp16, none otherwise. Non-finite gradients always skip the step."),
-      real("precision.loss_scale.init", "32768", 0, kInf, "Initial (or static) loss scale (the seed's 2^15).", true),
-      real("precision.loss_scale.growth_factor", "2.0", 1, kInf, "Scale multiplier after growth_interval clean steps.",
+      real("precision.loss_scale.init", "32768", 0, kFp32Max, "Initial (or static) loss scale (the seed's 2^15).", true),
+      real("precision.loss_scale.growth_factor", "2.0", 1, kFp32Max, "Scale multiplier after growth_interval clean steps.",
            true),
       real("precision.loss_scale.backoff_factor", "0.5", 0, 1, "Scale multiplier on overflow.", true, true),
       integer("precision.loss_scale.growth_interval", "2000", 1, kInf, "Overflow-free steps before growing."),
       integer("precision.loss_scale.hysteresis", "1", 1, kInf,
               "Overflows absorbed before a backoff, re-armed by a growth (1 = PyTorch, 2 = DeepSpeed)."),
-      real("precision.loss_scale.min_scale", "1.0", 0, kInf, "Floor of the dynamic scale (0 = none, as PyTorch)."),
-      real("precision.loss_scale.max_scale", "16777216", 0, kInf, "Ceiling of the dynamic scale (2^24, as Apex).",
+      real("precision.loss_scale.min_scale", "1.0", 0, kFp32Max, "Floor of the dynamic scale (0 = none, as PyTorch)."),
+      real("precision.loss_scale.max_scale", "16777216", 0, kFp32Max, "Ceiling of the dynamic scale (2^24, as Apex).",
            true),
       integer("precision.loss_scale.max_overflows_at_min", "10", 1, kInf,
               "Consecutive overflows at min_scale after which the run stops as 'diverged' (scale collapse)."),
@@ -281,7 +283,7 @@ std::string describe_allowed(const KeySpec& spec) {
                                                                                      : key_type_name(spec.type));
   auto bound = [](double v) {
     std::ostringstream s;
-    s << v;
+    s << v << (v == kFp32Max ? " (FP32's largest finite value)" : "");
     return s.str();
   };
   bool has_min = std::isfinite(spec.min), has_max = std::isfinite(spec.max);

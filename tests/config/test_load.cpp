@@ -136,3 +136,44 @@ TEST_CASE("a missing spec file is a usage error naming the file", "[fast][config
     CHECK_THAT(e.what(), Catch::Contains("/nonexistent/exp.yaml: cannot open"));
   }
 }
+
+TEST_CASE("an override's error escapes control characters and echoes a huge value once, cut short",
+          "[fast][config]") {
+  const std::string title = error_of("", {"optimizer.lr=\x1b]0;owned\x07\x1b[2J"});
+  CHECK(title.find('\x1b') == std::string::npos);
+  CHECK(title.find('\x07') == std::string::npos);
+  CHECK_THAT(title, Catch::Contains("override 'optimizer.lr=\\x1b]0;owned\\x07\\x1b[2J'"));
+  const std::string huge = error_of("", {"optimizer.lr=" + std::string(127000, '7') + "x"});
+  CHECK(huge.size() < 400);
+  CHECK_THAT(huge, Catch::Contains("(127001 bytes)"));
+  const std::string unknown_key = error_of("", {std::string(100000, 'k') + "=1"});
+  CHECK(unknown_key.size() < 600);
+}
+
+TEST_CASE("a bare +, ++ or ~ is refused, not ignored", "[fast][config]") {
+  for (const char* bare : {"+", "++", "~", "="}) {
+    INFO(bare);
+    CHECK_THAT(error_of("", {bare}), Catch::Contains("expected key=value"));
+  }
+}
+
+TEST_CASE("YAML nested deeper than any spec says so, with the file and line", "[fast][config]") {
+  std::string deep;
+  for (int i = 0; i < 40; ++i) deep += "[";
+  CHECK_THAT(error_of("experiment:\n  name: " + deep + std::string(40, ']') + "\n"),
+             Catch::Contains("exp.yaml:2: nested more than 32 levels deep"));
+  std::string very_deep(100000, '[');  // past yaml-cpp's own recursion guard
+  CHECK_THAT(error_of("a: " + very_deep), Catch::Contains("nested more than 32 levels deep"));
+}
+
+TEST_CASE("loss scales beyond FP32's range are refused up front, as GradScaler refuses them", "[fast][config]") {
+  for (const char* key : {"precision.loss_scale.init", "precision.loss_scale.max_scale",
+                          "precision.loss_scale.min_scale", "precision.loss_scale.growth_factor"}) {
+    INFO(key);
+    const std::string message = error_of("", {std::string(key) + "=1e40"});
+    CHECK_THAT(message, Catch::Contains(key));
+    CHECK_THAT(message, Catch::Contains("<= 3.40282e+38 (FP32's largest finite value)"));
+  }
+  CHECK(parse_spec("", "exp.yaml", {"precision.loss_scale.max_scale=3.4e38"}).get_float("precision.loss_scale.max_scale") ==
+        3.4e38);
+}

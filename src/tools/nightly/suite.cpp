@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/echo.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "config/load.h"
@@ -36,13 +37,13 @@ class SuiteReader {
       const T read = node.as<T>();
       if constexpr (std::is_floating_point_v<T>) {
         if (!std::isfinite(read)) {
-          problem(node, key + ": expected " + expected + " (a finite number), got '" + YAML::Dump(node) + "'");
+          problem(node, key + ": expected " + expected + " (a finite number), got '" + echo(YAML::Dump(node)) + "'");
           return;
         }
       }
       value = read;
     } catch (const YAML::Exception&) {
-      problem(node, key + ": expected " + expected + ", got '" + YAML::Dump(node) + "'");
+      problem(node, key + ": expected " + expected + ", got '" + echo(YAML::Dump(node)) + "'");
     }
   }
 
@@ -96,12 +97,7 @@ Suite load_suite(const std::string& path) {
     throw UsageError(path + ": no such suite file" + (error ? " (" + error.message() + ")" : std::string()));
   require_regular_file(path, "a suite file (SUITE.yaml)");
   if (fs::file_size(path) > (1 << 20)) throw UsageError(path + ": larger than 1 MiB; a suite is a few kilobytes");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw UsageError(path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
-  }
+  const YAML::Node root = config::parse_yaml(read_file(path), path);
   if (!root.IsMap()) throw UsageError(path + ": expected a mapping with 'jobs:'");
 
   SuiteReader reader(path);
