@@ -15,13 +15,17 @@ namespace mpt::app {
 int run_tokenize(const TokenizeOptions& options) {
   const data::WordPieceTokenizer tokenizer(data::Vocabulary::load(options.vocab), /*lowercase=*/!options.cased);
   std::ifstream file;
-  if (!options.input.empty() && options.input != "-") {
+  const bool from_file = !options.input.empty() && options.input != "-";
+  if (from_file) {
     require_regular_file(options.input);
     file.open(options.input, std::ios::binary);
     if (!file) throw UsageError(options.input + ": cannot open the text to tokenize");
   }
-  std::istream& in = file.is_open() ? static_cast<std::istream&>(file) : std::cin;
-  for (std::string line; std::getline(in, line);) {
+  std::ios::sync_with_stdio(false);  // standard input read a byte at a time: without the C stdio locks
+  std::istream& in = from_file ? static_cast<std::istream&>(file) : std::cin;
+  // The training reader's rules (invalid UTF-8, binary data and overlong lines are refused), so that what this
+  // prints is what training sees, or the same error.
+  data::for_each_utf8_line(in, from_file ? options.input : "standard input", [&](std::string& line, int64_t) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const std::vector<std::string> tokens = tokenizer.tokenize(line);
     if (options.json) {
@@ -32,7 +36,9 @@ int run_tokenize(const TokenizeOptions& options) {
       for (size_t i = 0; i < tokens.size(); ++i) std::cout << (i ? " " : "") << tokens[i];
       std::cout << "\n";
     }
-  }
+  });
+  std::cout.flush();
+  if (!std::cout) throw Error("standard output: writing the tokens failed");
   return kExitOk;
 }
 

@@ -9,6 +9,8 @@
 #include "app/commands.h"
 #include "common/dir_lock.h"
 #include "common/error.h"
+#include "common/files.h"
+#include "common/json.h"
 #include "common/process.h"
 #include "config/load.h"
 #include "device/hardware.h"
@@ -37,17 +39,49 @@ void request_stop(int signal) {
 
 namespace {
 
+// After --nproc's ranks ended: a rank killed by a signal could not leave its own trace (a rank that exited by itself
+// did: its events, and rank 0's summary), so the launcher writes a "rank_exit" event for each, and marks the
+// summary "failed" with the first one's rank.
+void record_rank_exits(const std::string& run_dir, std::vector<dist::RankExit> failures) {
+  std::erase_if(failures, [](const dist::RankExit& exit) { return !exit.signalled; });
+  if (failures.empty() || !std::filesystem::is_directory(run_dir)) return;
+  JsonlWriter events(run_dir + "/events.jsonl");
+  for (const dist::RankExit& exit : failures)
+    events.write({{"kind", "rank_exit"}, {"rank", exit.rank}, {"exit_code", exit.exit_code}, {"how", exit.how},
+                  {"time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}});
+  // Rank 0 may have written its own summary: "failed" when a collective broke, or "interrupted" when the launcher's
+  // SIGTERM (sent to the survivors after the first failure) stopped it first. Either way the run failed here.
+  const std::string path = run_dir + "/summary.json";
+  nlohmann::json summary = std::filesystem::exists(path) ? parse_json(read_file(path)) : nlohmann::json::object();
+  if (!summary.is_object()) summary = nlohmann::json::object();
+  const dist::RankExit& first = failures.front();
+  const std::string how = fmt::format("rank {} {}", first.rank, first.how);
+  const nlohmann::json earlier = summary.value("diagnosis", nlohmann::json());
+  summary["status"] = "failed";
+  summary["diagnosis"] = earlier.is_string() ? how + "; then " + earlier.get<std::string>() : how;
+  summary["failed_rank"] = first.rank;
+  write_file_atomically(path, summary.dump(2) + "\n");
+}
+
 // --nproc N: start N ranks of this same command (the spec is checked once here, so errors print once).
 int launch_ranks(const TrainOptions& options) {
   if (dist::launch_from_environment())
     throw UsageError("--nproc " + std::to_string(options.nproc) +
                      ": WORLD_SIZE/RANK are already set by a launcher (torchrun, srun); drop --nproc under it");
-  run::load_resolved_spec(options.spec_path, options.overrides);
+  const config::Spec spec = run::load_resolved_spec(options.spec_path, options.overrides);
+  const std::string run_dir = options.run_dir.empty() ? spec.get_string("experiment.output_root") + "/" +
+                                                            spec.get_string("experiment.name")
+                                                      : options.run_dir;
   std::vector<std::string> args = {process::self_executable(), "train", options.spec_path};
   args.insert(args.end(), options.overrides.begin(), options.overrides.end());
   if (!options.run_dir.empty()) args.insert(args.end(), {"--run-dir", options.run_dir});
   args.insert(args.end(), {"--resume", options.resume});
-  return dist::launch_local_workers(options.nproc, args);
+  const dist::LaunchOutcome outcome = dist::launch_local_workers(options.nproc, args);
+  if (outcome.failures.empty()) return kExitOk;
+  if (!outcome.stop_requested) record_rank_exits(run_dir, outcome.failures);
+  // mpt's own codes pass through (a spec error is 2 on every rank); a rank killed by a signal is a failed run.
+  const int code = outcome.failures.front().exit_code;
+  return code == kExitUsage || code == kExitVerdictFailed || code == kExitLocked ? code : kExitRunFailed;
 }
 
 // Removes a run directory this invocation created when a usage error stops it before training starts.
@@ -65,6 +99,29 @@ class FreshRunDirectory {
   std::string dir_;
   int exceptions_;
 };
+
+// An error that stops training (a collective failing because a peer died, a disk error) leaves its trace in the
+// run directory, which outlives the terminal: a "failed" event from every rank that gets here, and rank 0's
+// summary.json with status "failed", the step and the reason.
+void record_failure(const std::string& run_dir, int rank, int64_t step, const std::exception& error,
+                    train::RunContext context, train::EventLog& events, const std::shared_ptr<spdlog::logger>& logger) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+  const std::string reason = torch_error ? torch_error->what_without_backtrace() : error.what();
+  try {
+    if (rank != 0) {  // only rank 0's log writes the run directory's events.jsonl; others append their line
+      train::EventLog(run_dir + "/events.jsonl", logger).failed(step, rank, reason);
+      return;
+    }
+    events.failed(step, rank, reason);
+    train::TrainResult failed;
+    failed.status = "failed";
+    failed.diagnosis = fmt::format("rank {} stopped at step {}: {}", rank, step, reason);
+    failed.steps = step;
+    write_file_atomically(run_dir + "/summary.json", train::make_summary(failed, context).dump(2) + "\n");
+  } catch (const std::exception& also) {  // the original error matters more than this one
+    logger->error("could not record the failure in {}: {}", run_dir, also.what());
+  }
+}
 
 // With more threads than idle cores, every OpenMP barrier waits for a thread the kernel gave to other work: an MLP
 // step went from 1.2 to 144 ms with 2 threads on 2 cores, one busy (docs/performance.md).
@@ -147,6 +204,10 @@ int run_train(const TrainOptions& options) {
   run::TrainingStack stack =
       run::build_training_stack(c, sample, train_loader.batches_per_epoch(), device, group.world_size());
   if (stack.init) logger->info("model.init_from {}: {}", c.model.init_from, io::describe(*stack.init));
+  if (stack.init)
+    for (const std::string& glob : stack.init->unmatched_skips)
+      logger->warn("model.init_skip '{}' matches no tensor of {} (a typo?); `mpt inspect` lists the model's names",
+                   glob, c.model.name);
   if (c.sync_batchnorm && group.distributed()) stack.model->synchronise_batch_norm(&group);
   if (device.is_cuda()) {  // a width of 1000 instead of 1024 can leave a CUDA run off the Tensor Cores
     const models::TensorCoreShapes shapes =
@@ -169,7 +230,7 @@ int run_train(const TrainOptions& options) {
                                          tensorboard},
                          &group);
   trainer.attach_memory(&memory);
-  if (plan.resume_from) trainer.resume(*plan.resume_from);
+  run::resume_from_plan(trainer, plan, events);
   if (trainer.step() >= c.train.total_steps && std::filesystem::exists(run_dir + "/summary.json")) {
     // Re-running a finished spec must not replace its summary with an empty one: report and keep it.
     logger->info("{} already completed {} of {} steps; kept its summary.json (raise train.epochs or "
@@ -181,8 +242,6 @@ int run_train(const TrainOptions& options) {
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
   cleanup.keep();
-  const train::TrainResult result = trainer.run(g_stop_requested);
-
   train::RunContext context;
   context.name = c.name;
   context.precision_mode = c.precision.mode;
@@ -196,6 +255,13 @@ int run_train(const TrainOptions& options) {
   context.total_steps = c.train.total_steps;
   context.world_size = group.world_size();
   context.distributed_backend = group.distributed() ? group.backend() : "";
+  train::TrainResult result;
+  try {
+    result = trainer.run(g_stop_requested);
+  } catch (const std::exception& e) {
+    record_failure(run_dir, group.rank(), trainer.step(), e, context, events, logger);
+    throw;
+  }
   using hardware::MemoryPhase;
   context.memory = {memory.kind(), memory.bytes(MemoryPhase::kTraining), memory.bytes(MemoryPhase::kEvaluation),
                     memory.bytes(MemoryPhase::kCheckpoint), memory.process_bytes()};

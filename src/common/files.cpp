@@ -81,8 +81,11 @@ std::string path_problem(const std::string& path, PathKind kind) {
   return "";
 }
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, uintmax_t max_bytes) {
   require_regular_file(path);
+  std::error_code error;
+  if (const uintmax_t size = std::filesystem::file_size(path, error); !error && size > max_bytes)
+    throw Error(path + ": " + std::to_string(size) + " bytes; expected at most " + std::to_string(max_bytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open for reading");
   std::ostringstream content;

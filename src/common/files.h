@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,7 +15,8 @@ namespace mpt {
 // leaving any previous file untouched.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
-std::string read_file(const std::string& path);
+// The whole file; one larger than `max_bytes` is refused before it is read (an Error naming it and its size).
+std::string read_file(const std::string& path, uintmax_t max_bytes = UINTMAX_MAX);
 
 // Throws UsageError naming `path` when it is a directory, a device, a pipe or a socket, saying it expected
 // `what` ("a file", "a spec file (SPEC.yaml)"); a missing file is left to the reader's own message.

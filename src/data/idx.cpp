@@ -66,7 +66,8 @@ IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& path, i
                    uint32_t(bytes[at + 3]);
     if (dim == 0) throw Error(where + "byte " + std::to_string(at) + ": dimension " + std::to_string(d) + " is 0");
     array.dims.push_back(dim);
-    count *= dim;
+    if (__builtin_mul_overflow(count, static_cast<size_t>(dim), &count))
+      throw Error(where + "byte " + std::to_string(at) + ": the dimensions multiply past 2^64 elements");
   }
   if (bytes.size() - header != count) {
     throw Error(where + "byte " + std::to_string(bytes.size()) + ": the header promises " + std::to_string(count) +

@@ -104,23 +104,44 @@ int64_t first_invalid_utf8(std::string_view bytes) {
   return -1;
 }
 
-void for_each_utf8_line(const std::string& path, const std::function<void(std::string& line, int64_t number)>& on_line) {
-  require_regular_file(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
+void for_each_utf8_line(std::istream& in, const std::string& name,
+                        const std::function<void(std::string& line, int64_t number)>& on_line) {
+  std::streambuf& bytes = *in.rdbuf();
   std::string line;
-  int64_t offset = 0;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  int64_t offset = 0;  // of the line's first byte in the input
+  for (int64_t number = 1;; ++number) {
+    line.clear();
+    int c;
+    while ((c = bytes.sbumpc()) != std::char_traits<char>::eof() && c != '\n') {
+      if (c == 0)  // refused at once: /dev/zero holds no line break for the length bound to find
+        throw Error(name + ": byte offset " + std::to_string(offset + static_cast<int64_t>(line.size())) + " (line " +
+                    std::to_string(number) + "): a NUL byte: binary data, not UTF-8 text");
+      if (line.size() == kMaxLineBytes)
+        throw Error(name + ": line " + std::to_string(number) + " (from byte offset " + std::to_string(offset) +
+                    ") is longer than " + std::to_string(kMaxLineBytes) +
+                    " bytes; expected text with a line break at least every 1 MiB");
+      line.push_back(static_cast<char>(c));
+    }
+    const bool last = c == std::char_traits<char>::eof();
+    if (last && line.empty()) return;
     if (number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) {  // a byte-order mark, as Windows editors write
       line.erase(0, 3);
       offset = 3;
     }
     if (const int64_t bad = first_invalid_utf8(line); bad >= 0)
-      throw Error(path + ": byte offset " + std::to_string(offset + bad) + " (line " + std::to_string(number) +
+      throw Error(name + ": byte offset " + std::to_string(offset + bad) + " (line " + std::to_string(number) +
                   "): invalid UTF-8; expected UTF-8 text");
     offset += static_cast<int64_t>(line.size()) + 1;
     on_line(line, number);
+    if (last) return;
   }
+}
+
+void for_each_utf8_line(const std::string& path, const std::function<void(std::string& line, int64_t number)>& on_line) {
+  require_regular_file(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  for_each_utf8_line(in, path, on_line);
 }
 
 Vocabulary Vocabulary::from_tokens(std::vector<std::string> tokens) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <istream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -61,8 +62,16 @@ class WordPieceTokenizer {
 // Masked-LM settings for `vocab`: its [MASK] id, size and the special tokens never chosen.
 MaskedLmConfig masked_lm_config(const Vocabulary& vocab, double probability);
 
-// Calls on_line(line, number) for each line of the file at `path` (1-based numbers, the newline removed, a
-// trailing '\r' kept); an unreadable file or invalid UTF-8 is an error naming the file, byte offset and line.
+// Text files are read a line at a time, and no line may be longer than this: a longer one is binary data or a
+// file without line breaks, which would otherwise be held, and tokenized, whole.
+inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
+
+// Calls on_line(line, number) for each line of `in` (1-based numbers, the newline removed, a trailing '\r' kept,
+// a leading byte-order mark dropped), streaming: memory is bounded by one line. Invalid UTF-8, a NUL byte (binary
+// data) or a line over kMaxLineBytes is an error naming `name`, the byte offset and the line.
+void for_each_utf8_line(std::istream& in, const std::string& name,
+                        const std::function<void(std::string& line, int64_t number)>& on_line);
+// The same for the file at `path`; an unreadable file is an error naming it.
 void for_each_utf8_line(const std::string& path, const std::function<void(std::string& line, int64_t number)>& on_line);
 
 // The byte offset of the first invalid UTF-8 sequence in `bytes`, or -1 when it is all valid.

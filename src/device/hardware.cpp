@@ -2,6 +2,8 @@
 // allocator (tcmalloc is reached through dlsym, as the binary may run without it).
 #include "device/hardware.h"
 
+#include <unistd.h>
+
 #include <dlfcn.h>
 #include <malloc.h>
 #include <sched.h>
@@ -150,6 +152,11 @@ std::string cpu_model() {
   for (std::string line; std::getline(cpuinfo, line);)
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   return "unknown";
+}
+
+int64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
 }
 
 int nvidia_driver_major() {

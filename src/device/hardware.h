@@ -49,6 +49,7 @@ int own_loop_threads();
 void configure_cuda_math(bool tf32);
 
 std::string cpu_model();           // /proc/cpuinfo "model name"
+int64_t physical_memory_bytes();   // the machine's RAM (sysconf); 0 when unknown
 int nvidia_driver_major();         // 535 from /proc/driver/nvidia/version; 0 when there is no NVIDIA driver
 
 }  // namespace mpt::hardware

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 
 namespace mpt::dist {
@@ -51,7 +53,9 @@ int slurm_tasks_on_this_node(const Get& get, int world_size) {
     const int count = std::atoi(nodes->c_str());
     if (count >= 1) return std::max(1, (world_size + count - 1) / count);
   }
-  return 1;
+  // Nothing says how the tasks spread: take them as sharing this node. Too few threads per rank costs a little;
+  // too many (each rank taking every core) made steps many times slower.
+  return world_size;
 }
 
 }  // namespace
@@ -79,6 +83,12 @@ std::optional<LaunchInfo> launch_from_environment(const Getter& get) {
   } else {
     return std::nullopt;
   }
+  if (info.local_rank >= info.local_world_size)
+    throw UsageError(fmt::format("{}: local rank {} of {} processes on this machine; a local rank must be below that "
+                                 "count (check {})",
+                                 info.launcher, info.local_rank, info.local_world_size,
+                                 info.launcher == "Slurm" ? "SLURM_LOCALID and SLURM_NTASKS_PER_NODE"
+                                                          : "LOCAL_RANK and LOCAL_WORLD_SIZE"));
   const std::optional<std::string> addr = get("MASTER_ADDR");
   if (!addr || addr->empty())
     throw UsageError("MASTER_ADDR is not set: rank " + std::to_string(info.rank) + " of " +

@@ -60,7 +60,7 @@ int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 
 
 }  // namespace
 
-int launch_local_workers(int nproc, const std::vector<std::string>& args) {
+LaunchOutcome launch_local_workers(int nproc, const std::vector<std::string>& args) {
   MPT_CHECK(nproc >= 1 && !args.empty(), "launch_local_workers needs workers and a program");
   const int port = free_local_port();
   // Each rank's argv and environment are built before fork: after it, only async-signal-safe calls.
@@ -114,7 +114,8 @@ int launch_local_workers(int nproc, const std::vector<std::string>& args) {
 
   // Wait for all; the first failure stops the rest (SIGTERM: they checkpoint-or-exit; SIGKILL after a grace).
   constexpr double kGraceSec = 60.0;  // for the survivors' checkpoint and exit
-  int running = nproc, first_failure = 0;
+  int running = nproc;
+  std::vector<RankExit> failures;
   bool forwarded = false;
   std::chrono::steady_clock::time_point stopping_since{};
   while (running > 0) {
@@ -126,8 +127,9 @@ int launch_local_workers(int nproc, const std::vector<std::string>& args) {
       const int rank = static_cast<int>(it - pids.begin());
       *it = -1;
       --running;
-      if (exit_code_of(status) != 0 && first_failure == 0) {
-        first_failure = exit_code_of(status);
+      if (exit_code_of(status) == 0) continue;
+      failures.push_back({rank, exit_code_of(status), !WIFEXITED(status), describe_status(status)});
+      if (failures.size() == 1) {
         if (!forwarded) {  // a failure, not a requested stop (whose ranks are still saving their checkpoint)
           fmt::print(stderr, "mpt --nproc {}: rank {} {}; stopping the other ranks\n", nproc, rank,
                      describe_status(status));
@@ -148,7 +150,7 @@ int launch_local_workers(int nproc, const std::vector<std::string>& args) {
     if (g_signals >= 2)  // a second Ctrl-C: stop now, as it does for a single process
       for (pid_t pid : pids)
         if (pid > 0) ::kill(pid, SIGKILL);
-    if ((first_failure != 0 || forwarded) &&
+    if ((!failures.empty() || forwarded) &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping_since).count() > kGraceSec)
       for (pid_t pid : pids)
         if (pid > 0) ::kill(pid, SIGKILL);
@@ -156,7 +158,7 @@ int launch_local_workers(int nproc, const std::vector<std::string>& args) {
   }
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
-  return first_failure;
+  return {failures, forwarded};
 }
 
 }  // namespace mpt::dist

@@ -2,11 +2,13 @@
 // "MPTDONE\n", little-endian. The payload is a torch::serialize archive (a zip), so tensors keep their dtypes.
 #include "io/checkpoint.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "common/error.h"
@@ -69,6 +71,44 @@ double read_double(torch::serialize::InputArchive& archive, const std::string& k
   c10::IValue value;
   archive.read(key, value);
   return value.toDouble();
+}
+
+TrainingState read_state(torch::serialize::InputArchive& archive) {
+  TrainingState state;
+  state.step = read_int(archive, "state.step");
+  state.applied_steps = read_int(archive, "state.applied_steps");
+  state.skipped_steps = read_int(archive, "state.skipped_steps");
+  state.data = {read_int(archive, "state.data_epoch"), read_int(archive, "state.data_batch")};
+  if (c10::IValue samples; archive.try_read("state.data_batch_samples", samples))  // since distributed runs
+    state.data.batch_samples = samples.toInt();
+  state.scaler = {read_double(archive, "scaler.scale"), read_int(archive, "scaler.growth_tracker"),
+                  read_int(archive, "scaler.backoffs"), read_int(archive, "scaler.growths"),
+                  read_double(archive, "scaler.lowest_scale"), read_int(archive, "scaler.hysteresis_left"),
+                  read_int(archive, "scaler.overflows_at_min")};
+  archive.read("rng.cpu", state.rng_state);
+  return state;
+}
+
+// What a CRC-valid checkpoint can still hold that training must not resume from: counters that do not add up,
+// a loss scale outside FP32's positive finite range (which would skip every step without backing off).
+std::string check_state(const TrainingState& state) {
+  if (state.step < 0 || state.applied_steps < 0 || state.skipped_steps < 0 ||
+      state.applied_steps + state.skipped_steps != state.step)
+    return fmt::format("state.step {} is not state.applied_steps {} + state.skipped_steps {}", state.step,
+                       state.applied_steps, state.skipped_steps);
+  if (state.data.epoch < 0 || state.data.batch < 0 || state.data.batch_samples < 0)
+    return fmt::format("state.data_epoch {} / state.data_batch {}: expected positions >= 0", state.data.epoch,
+                       state.data.batch);
+  constexpr double kFp32Max = std::numeric_limits<float>::max();
+  for (const auto& [name, value] : {std::pair{"scaler.scale", state.scaler.scale},
+                                    std::pair{"scaler.lowest_scale", state.scaler.lowest_scale}})
+    if (!(value > 0 && value <= kFp32Max))
+      return fmt::format("{} = {}: expected a loss scale in (0, 3.40282e+38], FP32's positive finite range", name, value);
+  if (state.scaler.growth_tracker < 0 || state.scaler.backoffs < 0 || state.scaler.growths < 0 ||
+      state.scaler.hysteresis_left < 0 || state.scaler.overflows_at_min < 0)
+    return "a negative loss-scaler counter (scaler.growth_tracker, backoffs, growths, hysteresis_left or "
+           "overflows_at_min)";
+  return "";
 }
 
 }  // namespace
@@ -142,7 +182,8 @@ std::vector<std::pair<std::string, torch::Tensor>> read_checkpoint_weights(const
   return weights;
 }
 
-TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer) {
+TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer,
+                              const ContentCheck& check) {
   const std::string bytes = read_file(path);
   size_t payload_size = 0;
   if (std::string problem = check_container(bytes, &payload_size); !problem.empty()) throw Error(path + ": " + problem);
@@ -150,32 +191,30 @@ TrainingState load_checkpoint(const std::string& path, const ModelTensors& model
   TrainingState state;
   try {
     archive.load_from(bytes.data() + kHeaderBytes, payload_size);
-    torch::NoGradGuard no_grad;
-    auto restore = [&](const std::string& name, torch::Tensor target, bool is_buffer) {
-      torch::Tensor saved;
-      if (!archive.try_read("model." + name, saved, is_buffer))
+    // Everything is read and checked before anything is copied: a refused checkpoint leaves the model as it was.
+    torch::OrderedDict<std::string, torch::Tensor> saved;
+    auto read = [&](const std::string& name, const torch::Tensor& target, bool is_buffer) {
+      torch::Tensor tensor;
+      if (!archive.try_read("model." + name, tensor, is_buffer))
         throw Error(path + ": has no tensor '" + name + "'; was it written for a different model?");
-      if (saved.sizes() != target.sizes())
-        throw Error(path + ": tensor '" + name + "' has shape " + c10::str(saved.sizes()) + ", the model expects " +
+      if (tensor.sizes() != target.sizes())
+        throw Error(path + ": tensor '" + name + "' has shape " + c10::str(tensor.sizes()) + ", the model expects " +
                     c10::str(target.sizes()) + " (a different model spec?)");
-      target.copy_(saved);
+      saved.insert(name, tensor);
     };
-    for (const auto& item : model.parameters) restore(item.key(), item.value(), false);
-    for (const auto& item : model.buffers) restore(item.key(), item.value(), true);
+    for (const auto& item : model.parameters) read(item.key(), item.value(), false);
+    for (const auto& item : model.buffers) read(item.key(), item.value(), true);
+    state = read_state(archive);
+    if (std::string problem = check_state(state); !problem.empty()) throw RejectedCheckpoint(path, problem);
+    if (check)
+      if (std::string problem = check(saved); !problem.empty()) throw RejectedCheckpoint(path, problem);
+
+    torch::NoGradGuard no_grad;
+    for (const auto& item : model.parameters) item.value().copy_(saved[item.key()]);
+    for (const auto& item : model.buffers) item.value().copy_(saved[item.key()]);
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
-    state.step = read_int(archive, "state.step");
-    state.applied_steps = read_int(archive, "state.applied_steps");
-    state.skipped_steps = read_int(archive, "state.skipped_steps");
-    state.data = {read_int(archive, "state.data_epoch"), read_int(archive, "state.data_batch")};
-    if (c10::IValue samples; archive.try_read("state.data_batch_samples", samples))  // since distributed runs
-      state.data.batch_samples = samples.toInt();
-    state.scaler = {read_double(archive, "scaler.scale"), read_int(archive, "scaler.growth_tracker"),
-                    read_int(archive, "scaler.backoffs"), read_int(archive, "scaler.growths"),
-                    read_double(archive, "scaler.lowest_scale"), read_int(archive, "scaler.hysteresis_left"),
-                    read_int(archive, "scaler.overflows_at_min")};
-    archive.read("rng.cpu", state.rng_state);
   } catch (const c10::Error& e) {
     throw Error(path + ": unreadable checkpoint payload: " + e.what_without_backtrace());
   }
@@ -206,13 +245,8 @@ std::string CheckpointStore::save(const ModelTensors& model, torch::optim::Optim
 
 std::vector<std::pair<int64_t, std::string>> CheckpointStore::list() const {
   std::vector<std::pair<int64_t, std::string>> found;
-  for (const auto& entry : std::filesystem::directory_iterator(folder_)) {
-    const std::string name = entry.path().filename().string();
-    long long step = 0;
-    char tail[8] = {0};
-    if (std::sscanf(name.c_str(), "step-%lld.%7s", &step, tail) == 2 && std::string(tail) == "mpt")
-      found.emplace_back(step, entry.path().string());
-  }
+  for (const auto& entry : std::filesystem::directory_iterator(folder_))
+    if (const int64_t step = step_of(entry.path().string()); step >= 0) found.emplace_back(step, entry.path().string());
   std::sort(found.rbegin(), found.rend());
   return found;
 }
@@ -222,9 +256,17 @@ void CheckpointStore::prune() const {
   for (size_t i = static_cast<size_t>(keep_last_); i < all.size(); ++i) std::filesystem::remove(all[i].second);
 }
 
+int64_t CheckpointStore::step_of(const std::string& path) {
+  long long step = 0;
+  char tail[8] = {0};
+  const std::string name = std::filesystem::path(path).filename().string();
+  return std::sscanf(name.c_str(), "step-%lld.%7s", &step, tail) == 2 && std::string(tail) == "mpt" ? step : -1;
+}
+
 std::optional<std::string> CheckpointStore::latest_valid(
-    const std::function<void(const std::string&, const std::string&)>& on_rejected) const {
+    const std::function<void(const std::string&, const std::string&)>& on_rejected, int64_t before_step) const {
   for (const auto& [step, path] : list()) {
+    if (step >= before_step) continue;
     std::string problem = verify_checkpoint(path);
     if (problem.empty()) return path;
     on_rejected(path, problem);

@@ -6,10 +6,12 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "data/loader.h"
 #include "precision/loss_scaler.h"
 
@@ -35,9 +37,26 @@ ModelTensors tensors_of(torch::nn::Module& model);
 void save_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer,
                      const TrainingState& state);
 
+// A checkpoint whose container verifies but whose content cannot be trusted (a non-finite loss scale, FP8 scales
+// out of range): refused before anything was loaded, so an older checkpoint can be tried instead.
+class RejectedCheckpoint : public Error {
+ public:
+  RejectedCheckpoint(const std::string& path, std::string why) : Error(path + ": " + why), why_(std::move(why)) {}
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string why_;
+};
+
+// Checks the tensors a checkpoint holds (by name, as in ModelTensors) before any is loaded: "" when they may be,
+// else what is wrong, naming the tensor.
+using ContentCheck = std::function<std::string(const torch::OrderedDict<std::string, torch::Tensor>& saved)>;
+
 // Loads into `model`'s tensors (names and shapes must match) and `optimizer`; throws mpt::Error naming the
-// file, and the byte offset or tensor that is wrong.
-TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer);
+// file, and the byte offset or tensor that is wrong, and RejectedCheckpoint when the loss-scale state or `check`
+// refuses the content (nothing is loaded then).
+TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer,
+                              const ContentCheck& check = nullptr);
 
 // The model tensors of a checkpoint, by name (FP32 weights and buffers), without a model or optimizer: what
 // `mpt export` writes out.
@@ -54,8 +73,12 @@ class CheckpointStore {
   std::string path_for(int64_t step) const;
   std::string save(const ModelTensors& model, torch::optim::Optimizer& optimizer, const TrainingState& state);
 
-  // The newest checkpoint that verifies; each rejected one is reported through `on_rejected(path, why)`.
-  std::optional<std::string> latest_valid(const std::function<void(const std::string&, const std::string&)>& on_rejected) const;
+  // The newest checkpoint before `before_step` that verifies; each rejected one is reported through
+  // `on_rejected(path, why)`.
+  std::optional<std::string> latest_valid(const std::function<void(const std::string&, const std::string&)>& on_rejected,
+                                          int64_t before_step = std::numeric_limits<int64_t>::max()) const;
+  // The step a checkpoint file of this store was written at (from its name), or -1.
+  static int64_t step_of(const std::string& path);
 
  private:
   std::vector<std::pair<int64_t, std::string>> list() const;  // (step, path), newest first

@@ -36,10 +36,9 @@ NamedTensorList read_torch_state_dict(const std::string& bytes, const std::strin
     caffe2::serialize::PyTorchStreamReader zip(
         std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes.data(), bytes.size()));
     if (!zip.hasRecord("data.pkl")) throw Error(source + ": a zip without data.pkl is not a torch.save file");
-    auto [data, size] = zip.getRecord("data.pkl");
-    const std::string pickle(static_cast<const char*>(data.get()), size);
+    const std::string pickle = read_record(zip, "data.pkl", bytes.size(), source);
     NamedTensorList tensors;
-    unpickle(pickle, zip, source, "data/", /*scan_only=*/false,
+    unpickle(pickle, zip, bytes.size(), source, "data/", /*scan_only=*/false,
              [&](const ValuePtr& root) { tensors = tensors_of(root, source); });
     return tensors;
   } catch (const c10::Error& e) {
@@ -50,12 +49,12 @@ NamedTensorList read_torch_state_dict(const std::string& bytes, const std::strin
 std::string check_archive_storages(const char* bytes, size_t size, const std::string& source) {
   try {
     caffe2::serialize::PyTorchStreamReader zip(std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes, size));
+    for (const std::string& record : zip.getAllRecords()) record_size(zip, record, size, source);  // LibTorch reads them all
     for (const auto& [pickle_name, prefix] : {std::pair<std::string, std::string>{"data.pkl", "data/"},
                                               {"constants.pkl", "constants/"}}) {
       if (!zip.hasRecord(pickle_name)) continue;
-      auto [data, n] = zip.getRecord(pickle_name);
-      const std::string pickle(static_cast<const char*>(data.get()), n);
-      unpickle(pickle, zip, source, prefix, /*scan_only=*/true, [](const ValuePtr&) {});
+      const std::string pickle = read_record(zip, pickle_name, size, source);
+      unpickle(pickle, zip, size, source, prefix, /*scan_only=*/true, [](const ValuePtr&) {});
     }
   } catch (const Error& e) {
     return e.what();

@@ -37,10 +37,10 @@ class Unpickler {
  public:
   // `scan_only`: check every storage the pickle declares against its record (prefix + key) and build nothing;
   // objects this reader does not model (LibTorch's modules) pass as opaque values.
-  Unpickler(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip, std::string source,
-            std::string record_prefix = "data/", bool scan_only = false)
-      : pickle_(pickle), zip_(zip), source_(std::move(source)), prefix_(std::move(record_prefix)),
-        scan_only_(scan_only) {}
+  Unpickler(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip, size_t archive_bytes,
+            std::string source, std::string record_prefix = "data/", bool scan_only = false)
+      : pickle_(pickle), zip_(zip), archive_bytes_(archive_bytes), source_(std::move(source)),
+        prefix_(std::move(record_prefix)), scan_only_(scan_only) {}
   // A crafted pickle can put containers inside each other through the memo; emptying every memoized container
   // breaks such cycles, which shared ownership would otherwise leak.
   ~Unpickler() {
@@ -181,7 +181,7 @@ class Unpickler {
     if (numel < 0 || static_cast<uint64_t>(numel) > (uint64_t{1} << 40)) fail("a storage of " + std::to_string(numel) + " elements");
     const std::string record = prefix_ + key;
     if (!zip_.hasRecord(record)) fail("storage " + record + " is missing from the zip");
-    const size_t size = zip_.getRecordSize(record);
+    const size_t size = record_size(zip_, record, archive_bytes_, source_);
     if (size != static_cast<size_t>(numel) * c10::elementSize(dtype))
       fail("storage " + record + " holds " + std::to_string(size) + " bytes, expected " + std::to_string(numel) +
            " x " + std::to_string(c10::elementSize(dtype)));
@@ -221,6 +221,10 @@ class Unpickler {
           fail("a tensor reaches past its storage");
       }
       if (!empty && last >= args->items[0]->integer) fail("a tensor reaches past its storage");
+      int64_t numel = 1;  // strides of 0 let a small storage declare any size: bound the copy clone() makes
+      for (const int64_t size : sizes)
+        if (__builtin_mul_overflow(numel, size, &numel) || numel > (int64_t{1} << 40))
+          fail("a tensor of more than 2^40 elements");
       ValuePtr tensor = make(Value::Kind::kTensor);
       if (scan_only_) return tensor;
       tensor->tensor = args->items[0]->tensor.as_strided(sizes, strides, offset).clone();
@@ -331,6 +335,7 @@ class Unpickler {
   const std::string& pickle_;
   size_t pos_ = 0;
   caffe2::serialize::PyTorchStreamReader& zip_;
+  size_t archive_bytes_;
   std::string source_;
   std::string prefix_;  // where the storages' records are: "data/" (or "constants/")
   bool scan_only_;
@@ -341,10 +346,28 @@ class Unpickler {
 
 }  // namespace
 
-void unpickle(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip, const std::string& source,
-              const std::string& record_prefix, bool scan_only, const std::function<void(const ValuePtr&)>& use) {
-  Unpickler machine(pickle, zip, source, record_prefix, scan_only);
+void unpickle(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip, size_t archive_bytes,
+              const std::string& source, const std::string& record_prefix, bool scan_only,
+              const std::function<void(const ValuePtr&)>& use) {
+  Unpickler machine(pickle, zip, archive_bytes, source, record_prefix, scan_only);
   use(machine.run());
+}
+
+size_t record_size(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, size_t archive_bytes,
+                   const std::string& source) {
+  const size_t size = zip.getRecordSize(record);
+  if (size > archive_bytes)
+    throw Error(source + ": record " + record + " inflates to " + std::to_string(size) + " bytes, more than the " +
+                std::to_string(archive_bytes) + "-byte file holds (a compressed zip bomb; torch.save stores records " +
+                "uncompressed)");
+  return size;
+}
+
+std::string read_record(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, size_t archive_bytes,
+                        const std::string& source) {
+  record_size(zip, record, archive_bytes, source);
+  auto [data, size] = zip.getRecord(record);
+  return std::string(static_cast<const char*>(data.get()), size);
 }
 
 }  // namespace mpt::io

@@ -37,7 +37,17 @@ struct Value {
 // crafted file made through the memo. `scan_only` checks each declared storage against its record and builds
 // nothing; objects it does not model (LibTorch's modules) pass as opaque values. Errors name `source` and the
 // byte offset.
-void unpickle(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip, const std::string& source,
-              const std::string& record_prefix, bool scan_only, const std::function<void(const ValuePtr&)>& use);
+void unpickle(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip, size_t archive_bytes,
+              const std::string& source, const std::string& record_prefix, bool scan_only,
+              const std::function<void(const ValuePtr&)>& use);
+
+// The bytes of `record` in `zip` (an archive of `archive_bytes`), read only when it could be held: torch.save
+// stores records uncompressed, so one that would inflate past the archive's own size is a zip bomb, refused with
+// an Error naming `source` and the record before anything is allocated.
+std::string read_record(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, size_t archive_bytes,
+                        const std::string& source);
+// The same check alone: the record's size, when it is no larger than the archive.
+size_t record_size(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, size_t archive_bytes,
+                   const std::string& source);
 
 }  // namespace mpt::io

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/echo.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json.h"
@@ -178,7 +179,9 @@ std::string describe(const InitReport& report) {
          " kept their initialisation" + some(report.fresh) + "; " + std::to_string(report.unused.size()) +
          " in the file unused" + some(report.unused) +
          (report.skipped.empty() ? "" : "; " + std::to_string(report.skipped.size()) + " skipped by model.init_skip" +
-                                            some(report.skipped));
+                                            some(report.skipped)) +
+         (report.unmatched_skips.empty() ? "" : "; model.init_skip globs matching no model tensor" +
+                                                     some(report.unmatched_skips));
 }
 
 // A name as the model knows it: without the wrappers DDP ("module.") and torch.compile ("_orig_mod.") add.
@@ -227,9 +230,21 @@ InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& te
   for (auto& item : model.named_buffers()) load(item.key(), item.value());
   for (const auto& [name, tensor] : tensors)
     if (!used.count(name)) report.unused.push_back(name);
+  for (const auto& glob : skip)
+    if (std::none_of(report.skipped.begin(), report.skipped.end(),
+                     [&](const std::string& name) { return precision::glob_match(glob, name); }))
+      report.unmatched_skips.push_back(glob);
+  const size_t matched_but_skipped = static_cast<size_t>(std::count_if(
+      report.skipped.begin(), report.skipped.end(), [&](const std::string& name) {
+        return by_name.count(name) || (name.rfind("bert.", 0) == 0 && by_name.count(name.substr(5)));
+      }));
+  if (report.loaded == 0 && matched_but_skipped > 0)
+    throw UsageError(source + ": model.init_skip skips all " + std::to_string(matched_but_skipped) +
+                     " model tensors this file holds (first: '" + report.skipped.front() +
+                     "'), so nothing would be loaded; narrow the globs or drop model.init_from");
   if (report.loaded == 0)
     throw Error(source + ": none of its " + std::to_string(tensors.size()) + " tensor names match the model's (first: '" +
-                (tensors.empty() ? std::string() : tensors.front().first) + "', the model's first: '" +
+                echo(tensors.empty() ? std::string() : tensors.front().first) + "', the model's first: '" +
                 (report.fresh.empty() ? std::string() : report.fresh.front()) + "')");
   return report;
 }

@@ -34,6 +34,7 @@ struct InitReport {
   std::vector<std::string> fresh;   // model tensors the file lacks: they keep their initialisation (a new head)
   std::vector<std::string> unused;  // file tensors the model has no place for (a pre-training head)
   std::vector<std::string> skipped; // model tensors model.init_skip keeps at their initialisation
+  std::vector<std::string> unmatched_skips;  // model.init_skip globs that match no model tensor (a typo?)
 };
 
 // "loaded 320 tensors; 2 kept their initialisation (fc.weight, fc.bias); 0 unused" for logs.
@@ -43,7 +44,7 @@ std::string describe(const InitReport& report);
 // A Hugging Face BertModel file ("embeddings.*") matches mpt's "bert.embeddings.*"; the prefixes DDP
 // ("module.") and torch.compile ("_orig_mod.") put on names are dropped. Model tensors matching a glob of `skip`
 // keep their initialisation (a head of another size). A shape mismatch, or no match at all, is an error naming
-// the file and tensor.
+// the file and tensor; so is a model.init_skip that takes every tensor the file could have loaded.
 InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& tensors, const std::string& source,
                              const std::vector<std::string>& skip = {});
 

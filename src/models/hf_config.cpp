@@ -4,9 +4,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
+#include "common/echo.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json.h"
+#include "device/hardware.h"
 
 namespace mpt::models {
 namespace {
@@ -14,26 +18,60 @@ namespace {
 nlohmann::json parse_file(const std::string& path) {
   if (!std::ifstream(path)) throw Error(path + ": cannot open (expected a Hugging Face config.json)");
   std::string problem;
-  const nlohmann::json json = parse_json(read_file(path), &problem);
+  const nlohmann::json json = parse_json(read_file(path, /*max_bytes=*/1 << 20), &problem);  // a config is ~1 kB
   if (json.is_discarded()) throw Error(path + ": not JSON (" + problem + ")");
   if (!json.is_object()) throw Error(path + ": expected a JSON object");
   return json;
 }
 
-int64_t positive(const nlohmann::json& json, const std::string& path, const char* key, int64_t fallback = 0) {
-  if (!json.contains(key)) {
-    if (fallback > 0) return fallback;
-    throw Error(path + ": key '" + key + "' is missing");
+// The largest value each size may take: far above every published BERT (and GPT-3's 96 layers of width 12,288),
+// low enough that no product of them overflows and no layer loop runs for minutes before the memory check.
+struct SizeKey {
+  const char* key;
+  int64_t fallback;  // 0: required
+  int64_t ceiling;
+};
+constexpr SizeKey kVocabSize{"vocab_size", 0, int64_t{1} << 24}, kHiddenSize{"hidden_size", 0, 65536},
+    kLayers{"num_hidden_layers", 0, 512}, kHeads{"num_attention_heads", 0, 65536},
+    kIntermediate{"intermediate_size", 0, int64_t{1} << 20}, kPositions{"max_position_embeddings", 512, int64_t{1} << 20},
+    kTypeVocab{"type_vocab_size", 2, 65536};
+
+int64_t size_of(const nlohmann::json& json, const std::string& path, const SizeKey& size) {
+  if (!json.contains(size.key)) {
+    if (size.fallback > 0) return size.fallback;
+    throw Error(path + ": key '" + size.key + "' is missing");
   }
-  const auto& value = json[key];
-  if (!value.is_number_integer() || value.get<int64_t>() <= 0 || value.get<int64_t>() > (int64_t{1} << 31))
-    throw Error(path + ": key '" + key + "' = " + value.dump() + ": expected a positive integer");
+  const auto& value = json[size.key];
+  if (!value.is_number_integer() || value.get<int64_t>() <= 0 || value.get<int64_t>() > size.ceiling)
+    throw Error(fmt::format("{}: key '{}' = {}: expected a positive integer up to {}", path, size.key,
+                            echo(value.dump()), size.ceiling));
   return value.get<int64_t>();
+}
+
+// The FP32 weights the architecture needs, by the key that sizes each part, refused before anything is allocated
+// when they alone exceed this machine's memory (training needs about 4x: gradients and Adam's two moments).
+void check_fits_in_memory(const BertConfig& c, const std::string& path) {
+  const double h = static_cast<double>(c.hidden), per_layer = 4 * (h * h + h) + 2 * h * c.intermediate + c.intermediate + 5 * h;
+  const std::pair<const char*, double> parts[] = {{kVocabSize.key, static_cast<double>(c.vocab_size) * h},
+                                                  {kPositions.key, static_cast<double>(c.max_positions) * h},
+                                                  {kTypeVocab.key, static_cast<double>(c.type_vocab) * h},
+                                                  {kLayers.key, static_cast<double>(c.layers) * per_layer}};
+  double parameters = 0;
+  const std::pair<const char*, double>* largest = &parts[0];
+  for (const auto& part : parts) {
+    parameters += part.second;
+    if (part.second > largest->second) largest = &part;
+  }
+  const double bytes = 4 * parameters, memory = static_cast<double>(hardware::physical_memory_bytes());
+  if (memory > 0 && bytes > memory)
+    throw Error(fmt::format("{}: about {:.3g} parameters, {:.1f} GiB of FP32 weights alone, more than this machine's "
+                            "{:.1f} GiB of memory; the largest part is sized by '{}' (with hidden_size {})",
+                            path, parameters, bytes / (1 << 30), memory / (1 << 30), largest->first, c.hidden));
 }
 
 void expect_string(const nlohmann::json& json, const std::string& path, const char* key, const char* allowed) {
   if (json.contains(key) && json[key] != allowed)
-    throw Error(path + ": key '" + key + "' = " + json[key].dump() + ": mpt's BERT supports only \"" + allowed + "\"");
+    throw Error(path + ": key '" + key + "' = " + echo(json[key].dump()) + ": mpt's BERT supports only \"" + allowed + "\"");
 }
 
 }  // namespace
@@ -45,27 +83,28 @@ BertConfig read_hf_bert_config(const std::string& path) {
   expect_string(json, file, "hidden_act", "gelu");
   expect_string(json, file, "position_embedding_type", "absolute");
   BertConfig config;
-  config.vocab_size = positive(json, file, "vocab_size");
-  config.hidden = positive(json, file, "hidden_size");
-  config.layers = positive(json, file, "num_hidden_layers");
-  config.heads = positive(json, file, "num_attention_heads");
-  config.intermediate = positive(json, file, "intermediate_size");
-  config.max_positions = positive(json, file, "max_position_embeddings", 512);
-  config.type_vocab = positive(json, file, "type_vocab_size", 2);
+  config.vocab_size = size_of(json, file, kVocabSize);
+  config.hidden = size_of(json, file, kHiddenSize);
+  config.layers = size_of(json, file, kLayers);
+  config.heads = size_of(json, file, kHeads);
+  config.intermediate = size_of(json, file, kIntermediate);
+  config.max_positions = size_of(json, file, kPositions);
+  config.type_vocab = size_of(json, file, kTypeVocab);
   if (json.contains("layer_norm_eps")) {
     if (!json["layer_norm_eps"].is_number() || !(json["layer_norm_eps"].get<double>() > 0))
-      throw Error(file + ": key 'layer_norm_eps' = " + json["layer_norm_eps"].dump() + ": expected a positive number");
+      throw Error(file + ": key 'layer_norm_eps' = " + echo(json["layer_norm_eps"].dump()) + ": expected a positive number");
     config.layer_norm_eps = json["layer_norm_eps"].get<double>();
   }
   if (json.contains("pad_token_id") && !json["pad_token_id"].is_null()) {
     if (!json["pad_token_id"].is_number_integer() || json["pad_token_id"].get<int64_t>() < 0 ||
         json["pad_token_id"].get<int64_t>() >= config.vocab_size)
-      throw Error(file + ": key 'pad_token_id' = " + json["pad_token_id"].dump() + ": expected a token id");
+      throw Error(file + ": key 'pad_token_id' = " + echo(json["pad_token_id"].dump()) + ": expected a token id");
     config.pad_id = json["pad_token_id"].get<int64_t>();
   }
   if (config.hidden % config.heads != 0)
     throw Error(file + ": hidden_size " + std::to_string(config.hidden) + " is not a multiple of num_attention_heads " +
                 std::to_string(config.heads));
+  check_fits_in_memory(config, file);
   return config;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "ops/linear.h"
 
@@ -16,12 +17,30 @@ namespace {
 
 Fp8Training* active_fp8 = nullptr;
 
-// max / amax / 2^margin where amax is positive and finite, else `fallback`.
+constexpr float kFp32Max = std::numeric_limits<float>::max();
+
+// max / amax / 2^margin where amax is positive and finite, else `fallback`. As Transformer Engine does, a scale
+// past FP32's range (an amax below ~1e-36) is FP32's largest: an infinite one would cast a zero to 0 x Inf = NaN.
 torch::Tensor scale_from_amax(const torch::Tensor& amax, const torch::Tensor& fallback, ops::Float8 format,
                               int64_t margin) {
   const double max = ops::float8_format(format).max / std::ldexp(1.0, static_cast<int>(margin));
   const torch::Tensor usable = amax.gt(0).logical_and(torch::isfinite(amax));
-  return torch::where(usable, max / amax, fallback);
+  return torch::where(usable, (max / amax).clamp_max(kFp32Max), fallback);
+}
+
+// Why a saved scale or amax history cannot be resumed from, or "".
+std::string state_problem(const std::string& name, const torch::Tensor& tensor, bool is_scale) {
+  const torch::Tensor values = tensor.detach().to(torch::kCPU, torch::kDouble).reshape({-1});
+  const auto* v = values.data_ptr<double>();
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    const bool ok = is_scale ? v[i] >= std::numeric_limits<float>::min() && v[i] <= kFp32Max
+                             : v[i] >= 0 && v[i] <= kFp32Max;
+    if (!ok)
+      return fmt::format("tensor '{}'{} = {:g}: expected {}", name, is_scale ? "" : fmt::format(" [{}]", i), v[i],
+                         is_scale ? "a scale in FP32's normal positive range [1.17549e-38, 3.40282e+38]"
+                                  : "an amax >= 0 and finite");
+  }
+  return "";
 }
 
 // A layer's three scales with the names they go by in checkpoints and events.
@@ -128,6 +147,29 @@ std::vector<std::pair<std::string, torch::Tensor>> Fp8Training::state() {
     }
   }
   return named;
+}
+
+std::string Fp8Training::check_state(const torch::OrderedDict<std::string, torch::Tensor>& saved) const {
+  for (const auto& layer : layers_) {
+    for (const auto& [role, scale] : roles(*layer)) {
+      const std::string history_name = fmt::format("fp8.{}.{}.history", layer->name, role);
+      const std::string scale_name = fmt::format("fp8.{}.{}.scale", layer->name, role);
+      const torch::Tensor* history = saved.find(history_name);
+      const torch::Tensor* value = saved.find(scale_name);
+      if (!history || !value) continue;  // the loader names a missing tensor itself
+      for (const auto& problem : {state_problem(history_name, *history, false), state_problem(scale_name, *value, true)})
+        if (!problem.empty()) return problem;
+      // Delayed scaling derives the scale from the history it was saved with: any other value was not written by mpt.
+      if (config_.recipe != "delayed" || history->max().item<float>() == 0.0f) continue;
+      const torch::Tensor expected =
+          scale_from_amax(history->max().to(torch::kFloat), *value, scale->format, config_.margin);
+      if (!torch::equal(expected, value->to(torch::kFloat)))
+        return fmt::format("tensor '{}' = {:g}, but its amax history gives {:g} (delayed scaling): the FP8 state "
+                           "was not written by mpt",
+                           scale_name, value->item<double>(), expected.item<double>());
+    }
+  }
+  return "";
 }
 
 std::vector<Fp8ScaleChange> Fp8Training::changes() {

@@ -87,6 +87,10 @@ class Fp8Training {
   // The scales and histories by name ("fp8.hidden.0.input.history", ...), saved in checkpoints and loaded on
   // resume in place, so that a resumed run casts with the same scales.
   std::vector<std::pair<std::string, torch::Tensor>> state();
+  // Whether saved FP8 state (named as state() names it) may be resumed from: "" when it may, else the tensor and
+  // why not (a non-finite or out-of-range scale, a negative or non-finite amax, a delayed scale its history
+  // does not give).
+  std::string check_state(const torch::OrderedDict<std::string, torch::Tensor>& saved) const;
   // Scales that moved by more than 2x since the last call, or saturated (syncs: call at log points).
   std::vector<Fp8ScaleChange> changes();
   // The smallest and largest current scale over the layers' inputs, weights and output gradients (syncs).

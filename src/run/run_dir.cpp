@@ -56,12 +56,28 @@ RunPlan plan_run(const std::string& dir, const std::string& resume, const config
     }
   }
 
+  plan.fall_back = resume == "auto";
   if (resume == "auto" && has_checkpoints) {
     io::CheckpointStore store(checkpoints, 1 << 30);
     plan.resume_from = store.latest_valid(
         [&](const std::string& path, const std::string& why) { plan.rejected.emplace_back(path, why); });
   }
   return plan;
+}
+
+void resume_from_plan(train::Trainer& trainer, const RunPlan& plan, train::EventLog& events) {
+  auto rejected = [&](const std::string& path, const std::string& why) { events.checkpoint_rejected(path, why); };
+  for (std::optional<std::string> candidate = plan.resume_from; candidate;) {
+    try {
+      trainer.resume(*candidate);
+      return;
+    } catch (const io::RejectedCheckpoint& e) {
+      if (!plan.fall_back) throw UsageError("--resume " + std::string(e.what()));
+      rejected(*candidate, e.why());
+      const io::CheckpointStore store(plan.dir + "/checkpoints", 1 << 30);
+      candidate = store.latest_valid(rejected, io::CheckpointStore::step_of(*candidate));
+    }
+  }
 }
 
 }  // namespace mpt::run

@@ -80,4 +80,9 @@ void EventLog::diverged(int64_t step, const std::string& diagnosis) {
   logger_->error("step {}: training diverged: {}", step, diagnosis);
 }
 
+void EventLog::failed(int64_t step, int rank, const std::string& reason) {
+  record({{"step", step}, {"kind", "failed"}, {"rank", rank}, {"reason", reason}});
+  logger_->error("step {}: rank {} failed: {}", step, rank, reason);
+}
+
 }  // namespace mpt::train

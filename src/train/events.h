@@ -33,6 +33,9 @@ class EventLog {
   // A checkpoint from a run with another global batch (world size): the data position was converted.
   void data_resharded(int64_t step, const data::DataPosition& saved, const data::DataPosition& now);
   void diverged(int64_t step, const std::string& diagnosis);
+  // This process stops on an error (`rank` of a data-parallel job: a collective failed when a peer died, an I/O
+  // error, ...); the run's summary.json says "failed" too.
+  void failed(int64_t step, int rank, const std::string& reason);
   // An FP8 tensor's scale moved by more than 2x since its last event, or its casts saturated (at log points).
   void fp8_scale(int64_t step, const precision::Fp8ScaleChange& change);
 

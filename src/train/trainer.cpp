@@ -76,7 +76,9 @@ Trainer::Trainer(TrainConfig config, ScheduleConfig schedule, models::Model mode
 }
 
 void Trainer::resume(const std::string& checkpoint_path) {
-  state_ = io::load_checkpoint(checkpoint_path, weights_, *optimizer_);
+  state_ = io::load_checkpoint(checkpoint_path, weights_, *optimizer_, [this](const auto& saved) {
+    return fp8_ ? fp8_->check_state(saved) : std::string();
+  });
   if (master_weights_) master_weights_->masters_to_model();
   scaler_.load_state(state_.scaler);
   if (train_loader_.seek(state_.data)) sinks_.events.data_resharded(state_.step, state_.data, train_loader_.position());
@@ -86,7 +88,6 @@ void Trainer::resume(const std::string& checkpoint_path) {
   }
   result_.resumed_from = checkpoint_path;
   sinks_.events.resumed(state_.step, checkpoint_path);
-  sinks_.tensorboard.restart_at(state_.step + 1);
 }
 
 // One optimizer step, top to bottom: gradients from every micro-batch, then the backward finished (unscale,
@@ -282,6 +283,9 @@ void Trainer::check_ranks_agree() {
 
 TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
   model_->train();
+  // Whatever an earlier invocation logged from here on (a run killed before its first checkpoint restarts at
+  // step 1) is replaced by what this one logs.
+  sinks_.tensorboard.restart_at(state_.step + 1);
   stop_requested_ = &stop_requested;
   if (group_->distributed()) {  // identical starting weights whatever each rank initialised or loaded
     group_->broadcast(weights_.parameters.values(), "weight broadcast");

@@ -104,11 +104,23 @@ TEST_CASE("a rank that dies stops the job with a clear error instead of a hang",
                                "distributed.timeout_sec=120", "--nproc", "2", "--run-dir", dir});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(run.output);
-  CHECK(run.exit_code != 0);
+  CHECK(run.exit_code == 1);  // a documented code, not 128 + SIGKILL
   CHECK(seconds < 60);  // the survivor learns of the death from its socket, well before the timeout
   CHECK_THAT(run.output, Catch::Contains("rank 1 was killed by signal 9"));
   CHECK_THAT(run.output, Catch::Contains("rank 0: overflow-flag all-reduce failed: another rank has died"));
-  CHECK_FALSE(std::filesystem::exists(dir + "/summary.json"));
+  // The run directory keeps the trace that a terminal or a lost nohup.out would not.
+  const nlohmann::json summary = read_json(dir + "/summary.json");
+  CHECK(summary["status"] == "failed");
+  CHECK(summary["failed_rank"] == 1);
+  CHECK_THAT(summary["diagnosis"].get<std::string>(), Catch::Contains("rank 1 was killed by signal 9"));
+  bool survivor_failed = false, death_recorded = false;
+  for (const auto& event : read_jsonl(dir + "/events.jsonl")) {
+    if (event["kind"] == "failed" && event["rank"] == 0) survivor_failed = event["step"].get<int64_t>() >= 4;
+    if (event["kind"] == "rank_exit" && event["rank"] == 1) death_recorded = event["exit_code"] == 137;
+  }
+  CHECK(survivor_failed);
+  CHECK(death_recorded);
+  CHECK_THAT(read_file_text(dir + "/train.log"), Catch::Contains("rank 0 failed"));
 }
 
 TEST_CASE("a checkpoint resumes on another world size, its data position re-sharded", "[slow][cli][dist]") {

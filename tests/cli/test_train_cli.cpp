@@ -288,18 +288,6 @@ TEST_CASE("a run refused before its first step leaves no run directory behind", 
   CHECK_FALSE(std::filesystem::exists(run_dir));
 }
 
-TEST_CASE("mpt tokenize splits text as training does", "[fast][cli]") {
-  const std::string vocab = source_path("data/bert-base-uncased/vocab.txt");
-  if (!std::filesystem::exists(vocab)) MPT_SKIP("no vocabulary (scripts/setup.sh installs it)");
-  const std::string text = scratch_dir("tokenize") + "/text.txt";
-  std::ofstream(text) << "Hello, World!\nunaffable\n";
-  const auto plain = run_mpt({"tokenize", text, "--vocab", vocab});
-  CHECK(plain.exit_code == 0);
-  CHECK(plain.output == "hello , world !\nuna ##ffa ##ble\n");
-  const auto json = run_mpt({"tokenize", text, "--vocab", vocab, "--json"});
-  CHECK_THAT(json.output, Catch::StartsWith("{\"ids\":[7592,1010,2088,999],\"tokens\":[\"hello\",\",\",\"world\",\"!\"]}"));
-}
-
 TEST_CASE("precision.mode fp8 trains the MLP with its hidden layer in FP8: scale events, scales in the metrics, "
           "inspect names the layers", "[slow][cli][fp8]") {
   const std::string dir = scratch_dir("fp8-train"), run = dir + "/run";

@@ -134,3 +134,44 @@ TEST_CASE("a failed atomic write leaves the previous file intact", "[fast][io]")
   CHECK_THROWS_WITH(write_file_atomically(dir + "/f.json", "new"), Catch::Contains("f.json: cannot create"));
   CHECK(read_file(dir + "/f.json") == "old");
 }
+
+TEST_CASE("a checkpoint whose content cannot be trusted is refused before anything is loaded", "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("ckpt-content");
+  Fixture a;
+  a.train_once();
+  for (double bad_scale : {std::nan(""), 1e40, 0.0, -1.0}) {
+    TrainingState state = some_state();
+    state.scaler.scale = bad_scale;
+    save_checkpoint(dir + "/bad.mpt", tensors_of(*a.model), a.optimizer, state);
+    Fixture b;
+    const torch::Tensor before = b.model->parameters()[0].clone();
+    INFO(bad_scale);
+    CHECK(verify_checkpoint(dir + "/bad.mpt") == "");  // the container is sound: CRC and all
+    try {
+      load_checkpoint(dir + "/bad.mpt", tensors_of(*b.model), b.optimizer);
+      FAIL("a non-finite or out-of-range loss scale was accepted");
+    } catch (const RejectedCheckpoint& e) {
+      CHECK_THAT(e.what(), Catch::Contains(dir + "/bad.mpt: scaler.scale = "));
+      CHECK_THAT(e.why(), Catch::Contains("FP32's positive finite range"));
+    }
+    CHECK(torch::equal(b.model->parameters()[0], before));
+  }
+  TrainingState uneven = some_state();
+  uneven.skipped_steps = 5;  // applied 11 + skipped 5 != step 12
+  save_checkpoint(dir + "/uneven.mpt", tensors_of(*a.model), a.optimizer, uneven);
+  Fixture c;
+  CHECK_THROWS_AS(load_checkpoint(dir + "/uneven.mpt", tensors_of(*c.model), c.optimizer), RejectedCheckpoint);
+
+  // A content check refuses by tensor name; nothing is copied.
+  save_checkpoint(dir + "/good.mpt", tensors_of(*a.model), a.optimizer, some_state());
+  Fixture d;
+  const torch::Tensor before = d.model->parameters()[0].clone();
+  const std::string why = mpt::testing::error_of([&] {
+    load_checkpoint(dir + "/good.mpt", tensors_of(*d.model), d.optimizer, [](const auto& saved) {
+      return saved.contains("0.weight") ? std::string("tensor '0.weight' refused") : std::string();
+    });
+  });
+  CHECK_THAT(why, Catch::Contains("good.mpt: tensor '0.weight' refused"));
+  CHECK(torch::equal(d.model->parameters()[0], before));
+  CHECK_NOTHROW(load_checkpoint(dir + "/good.mpt", tensors_of(*d.model), d.optimizer));
+}

@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "config/load.h"
 #include "data/dataset.h"
+#include "data/idx.h"
 #include "data/image_decode.h"
 #include "data/wordpiece.h"
 #include "io/checkpoint.h"
@@ -306,4 +307,32 @@ TEST_CASE("a file-size limit fails the write with a message instead of killing m
       /*max_file_kib=*/1);
   CHECK(result.exit_code == 1);  // not 128 + SIGXFSZ
   CHECK_THAT(result.output, Catch::Contains("File too large"));
+}
+
+TEST_CASE("a zip bomb and a tensor declaring 2^62 elements over one stored value are refused naming the file, "
+          "before anything is allocated", "[fast][io]") {
+  if (const std::string missing = mpt::testing::python_missing("torch"); !missing.empty()) MPT_SKIP(missing);
+  const std::string dir = scratch_dir("hostile-zip");
+  // torch.save stores records uncompressed; a deflated data.pkl of 256 MiB of zeros is a few hundred kB.
+  const auto made = mpt::testing::run_python(
+      "-c \"import sys, zipfile, torch\n"
+      "z = zipfile.ZipFile(sys.argv[1] + '/bomb.pt', 'w', compression=zipfile.ZIP_DEFLATED)\n"
+      "z.writestr('archive/data.pkl', bytes(256 << 20)); z.writestr('archive/version', b'3\\\\n'); z.close()\n"
+      "torch.save({'w': torch.zeros(1).expand(2 ** 31, 2 ** 31)}, sys.argv[1] + '/expanded.pt')\" " + dir);
+  INFO(made.output);
+  REQUIRE(made.exit_code == 0);
+  REQUIRE(fs::file_size(dir + "/bomb.pt") < (4 << 20));
+  CHECK_THAT(error_of([&] { mpt::io::read_weights(dir + "/bomb.pt"); }),
+             Catch::Contains(dir + "/bomb.pt: record data.pkl inflates to 268435456 bytes, more than the"));
+  CHECK_THAT(error_of([&] { mpt::io::read_weights(dir + "/expanded.pt"); }),
+             Catch::Contains(dir + "/expanded.pt") && Catch::Contains("a tensor of more than 2^40 elements"));
+}
+
+TEST_CASE("an IDX header whose dimensions multiply past 2^64 is refused", "[fast][data]") {
+  const std::string dir = scratch_dir("hostile-idx");
+  std::string bytes = {0, 0, 0x08, 3};  // unsigned bytes, three dimensions of 2^32 - 1
+  for (int d = 0; d < 3; ++d) bytes += std::string(4, '\xff');
+  write(dir + "/t10k-images-idx3-ubyte", bytes);
+  CHECK_THAT(error_of([&] { mpt::data::read_idx(dir + "/t10k-images-idx3-ubyte", 3); }),
+             Catch::Contains("multiply past 2^64"));
 }

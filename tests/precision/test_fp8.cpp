@@ -125,3 +125,58 @@ TEST_CASE("an FP8 layer's output and gradients match FP32 within E4M3's and E5M2
   // With no Fp8Training alive, linear is the plain one.
   CHECK(torch::allclose(linear(x, model.layer->weight, model.layer->bias), y_ref));
 }
+
+TEST_CASE("a tiny amax gives FP32's largest scale, as Transformer Engine clamps it, and a zero casts to zero",
+          "[fast][precision][fp8]") {
+  const float largest = std::numeric_limits<float>::max();
+  Fp8Config delayed;
+  Fp8Scale scale(mpt::ops::Float8::kE4M3, delayed, torch::kCPU);
+  scale.scale_for(torch::tensor({1e-36f, 0.0f}), /*record=*/true);  // 448 / 1e-36 is past FP32's range
+  scale.update();
+  CHECK(scale.scale.item<float>() == largest);
+  const torch::Tensor x = torch::tensor({0.0f, -0.0f, 1e-36f, -1e-36f});
+  const torch::Tensor cast = mpt::ops::to_float8(x, scale.scale, mpt::ops::Float8::kE4M3).to(torch::kFloat);
+  CHECK_FALSE(torch::isnan(cast).any().item<bool>());
+  CHECK(cast[0].item<float>() == 0.0f);
+  CHECK(cast[2].item<float>() > 0.0f);  // 1e-36 maps near the format's top instead of vanishing
+
+  Fp8Config current;
+  current.recipe = "current";
+  Fp8Scale now(mpt::ops::Float8::kE5M2, current, torch::kCPU);
+  CHECK(now.scale_for(torch::tensor({1e-38f}), true).item<float>() == largest);
+}
+
+TEST_CASE("saved FP8 state is checked before a resume: non-finite, zero, denormal or huge scales, bad amaxes, "
+          "and a delayed scale its history does not give", "[fast][precision][fp8]") {
+  OneLinear model(32, 16, "proj");
+  Fp8Config config;
+  Fp8Training fp8(config, model, ModulePolicy(), torch::kCPU);
+  torch::OrderedDict<std::string, torch::Tensor> saved;
+  for (const auto& [name, tensor] : fp8.state()) saved.insert(name, tensor.clone());
+  CHECK(fp8.check_state(saved) == "");  // a fresh state: zero histories, scales of 1
+
+  auto with = [&](const std::string& name, const torch::Tensor& value) {
+    torch::OrderedDict<std::string, torch::Tensor> changed = saved;
+    changed[name] = value;
+    return fp8.check_state(changed);
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (float bad : {nan, 0.0f, 1e-40f, inf, -2.0f}) {
+    INFO(bad);
+    CHECK_THAT(with("fp8.proj.weight.scale", torch::tensor(bad)),
+               Catch::Contains("tensor 'fp8.proj.weight.scale'") && Catch::Contains("FP32's normal positive range"));
+  }
+  torch::Tensor history = torch::zeros({config.amax_history});
+  history[3] = nan;
+  CHECK_THAT(with("fp8.proj.input.history", history), Catch::Contains("'fp8.proj.input.history' [3] = nan"));
+  history[3] = -1.0f;
+  CHECK_THAT(with("fp8.proj.input.history", history), Catch::Contains("an amax >= 0 and finite"));
+  // 3e38 is a finite scale, but this history (amax 2) gives 448 / 2 = 224.
+  history[3] = 2.0f;
+  torch::OrderedDict<std::string, torch::Tensor> tampered = saved;
+  tampered["fp8.proj.input.history"] = history;
+  tampered["fp8.proj.input.scale"] = torch::tensor(3e38f);
+  CHECK_THAT(fp8.check_state(tampered), Catch::Contains("but its amax history gives 224"));
+  tampered["fp8.proj.input.scale"] = torch::tensor(224.0f);
+  CHECK(fp8.check_state(tampered) == "");
+}

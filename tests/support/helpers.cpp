@@ -48,6 +48,10 @@ CommandResult run_mpt_with_env(const std::string& env_arguments, const std::vect
   return run_shell_mpt("exec env " + env_arguments + " ", args);
 }
 
+CommandResult run_mpt_with_input(const std::string& input_path, const std::vector<std::string>& args) {
+  return run_shell_mpt("exec <" + shell_quote(input_path) + " ", args);
+}
+
 CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int64_t max_file_kib) {
   return run_shell_mpt("ulimit -f " + std::to_string(max_file_kib) + "; exec ", args);
 }

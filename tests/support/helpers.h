@@ -32,6 +32,9 @@ CommandResult run_mpt(const std::vector<std::string>& args);
 // Same as run_mpt with environment changes given as `env` arguments: "OPENBLAS_CORETYPE=Haswell", "-u VAR".
 CommandResult run_mpt_with_env(const std::string& env_arguments, const std::vector<std::string>& args);
 
+// Same as run_mpt with standard input read from `input_path` (a file, /dev/zero, ...).
+CommandResult run_mpt_with_input(const std::string& input_path, const std::vector<std::string>& args);
+
 // Same as run_mpt, in a shell whose file-size limit is `max_file_kib`: a disk that fills up. mpt ignores SIGXFSZ
 // itself, so writes past the limit fail with EFBIG and a message.
 CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int64_t max_file_kib);

@@ -231,7 +231,11 @@ std::vector<std::string> metric_definitions(const Thresholds& t) {
                   "over {} points either side), divided by the curve's mean, over the points after the first 10%; "
                   "0.01 is ~1% jitter. B fails above {:.1f}x A's.",
                   kRoughnessHalfWidth, t.max_roughness_ratio),
-      "Throughput: samples/s over the whole training loop (evaluation and checkpoints excluded); speed-up = B/A. "
+      "Throughput: each side's samples/s in its training run, over the time of its optimizer steps (evaluation and "
+      "checkpoints excluded). Speed-up (B/A): with --speed-rounds N (3 by default), the median of the B/A ratios of "
+      "N rounds of `mpt bench` run on both sides back to back, alternating which goes first (speed_source "
+      "\"interleaved\", each round's ratio in speed_ratios); with --speed-rounds 0, B's training samples/s over "
+      "A's (speed_source \"training\"). "
       "Step time: median optimizer-step time, ratio B/A. Memory: the training steps' peak of tensor memory above "
       "what was allocated before the model was built (counted by mpt's CPU allocator, or CUDA's caching "
       "allocator), ratio B/A; evaluation and checkpoint writes have their own peaks; the whole process's is its "

@@ -28,10 +28,13 @@ double number_or(const nlohmann::json& object, const char* key, double fallback)
 int64_t RunRecord::steps() const { return summary.value("steps", int64_t{0}); }
 int64_t RunRecord::global_batch_size() const { return summary.value("global_batch_size", int64_t{0}); }
 
-RunRecord load_run_record(const std::string& dir) {
+namespace {
+
+// `reading` follows the file being read, so that a value of the wrong type is reported with its file.
+RunRecord read_run_record(const std::string& dir, std::string& reading) {
   RunRecord run;
   run.dir = dir;
-  const std::string summary_path = dir + "/summary.json";
+  const std::string summary_path = reading = dir + "/summary.json";
   if (!std::filesystem::exists(summary_path))
     throw Error(dir + ": no summary.json; is this a run directory of a run that ended?");
   run.summary = parse_json(read_file(summary_path));
@@ -47,7 +50,7 @@ RunRecord load_run_record(const std::string& dir) {
                ? fp8[key][0].get<double>()
                : NAN;
   };
-  const std::string metrics_path = dir + "/metrics.jsonl";
+  const std::string metrics_path = reading = dir + "/metrics.jsonl";
   if (std::filesystem::exists(metrics_path)) {
     for (const nlohmann::json& record : read_jsonl_records(metrics_path)) {
       const std::string kind = record.value("kind", "");
@@ -75,7 +78,7 @@ RunRecord load_run_record(const std::string& dir) {
   run.fp8_input_scale = to_curve(fp8_input), run.fp8_weight_scale = to_curve(fp8_weight);
   run.fp8_grad_scale = to_curve(fp8_grad);
 
-  const std::string events_path = dir + "/events.jsonl";
+  const std::string events_path = reading = dir + "/events.jsonl";
   if (std::filesystem::exists(events_path)) {
     std::map<std::pair<int64_t, std::string>, ScaleEvent> scale_events;  // a resumed run may repeat some
     for (const nlohmann::json& event : read_jsonl_records(events_path)) {
@@ -95,6 +98,17 @@ RunRecord load_run_record(const std::string& dir) {
     for (auto& [key, event] : scale_events) run.scale_events.push_back(std::move(event));
   }
   return run;
+}
+
+}  // namespace
+
+RunRecord load_run_record(const std::string& dir) {
+  std::string reading = dir;
+  try {
+    return read_run_record(dir, reading);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(reading + ": a value of the wrong type (" + e.what() + "); is the file damaged?");
+  }
 }
 
 }  // namespace mpt::compare

@@ -63,19 +63,31 @@ nlohmann::json train_metrics(const nlohmann::json& s) {
           {"min_scale", at("loss_scale", "min")},     {"final_scale", at("loss_scale", "final")}};
 }
 
-nlohmann::json ab_metrics(const nlohmann::json& c) {
-  auto side = [&](const char* s, const char* key) -> nlohmann::json {
-    return c.contains(s) && c[s].contains(key) ? c[s][key] : nlohmann::json(nullptr);
+// compare.json's numbers (null where a value is missing or not a number) and verdict; `problem` names the first
+// value of the wrong type, which only a damaged file has.
+nlohmann::json ab_metrics(const nlohmann::json& c, std::string& problem) {
+  auto number = [&](std::initializer_list<const char*> path) -> nlohmann::json {
+    const nlohmann::json* node = &c;
+    std::string where;
+    for (const char* key : path) {
+      where += (where.empty() ? "" : ".") + std::string(key);
+      if (!node->is_object() || !node->contains(key)) return nullptr;
+      node = &(*node)[key];
+    }
+    if (node->is_number() || node->is_null()) return *node;
+    if (problem.empty()) problem = "'" + where + "' is " + node->type_name() + ", expected a number";
+    return nullptr;
   };
-  return {{"verdict", c.value("verdict", "?")},
-          {"accuracy_gap", c.value("accuracy_gap", nlohmann::json(nullptr))},
-          {"speedup", c.value("speedup", nlohmann::json(nullptr))},
-          {"memory_ratio", c.value("memory_ratio", nlohmann::json(nullptr))},
-          {"a_accuracy", side("a", "accuracy")},
-          {"b_accuracy", side("b", "accuracy")},
-          {"b_samples_per_sec", side("b", "samples_per_sec")},
-          {"b_skipped_steps", c.contains("b") ? c["b"]["loss_scale"].value("skipped_steps", nlohmann::json(nullptr))
-                                              : nlohmann::json(nullptr)}};
+  const nlohmann::json verdict = c.value("verdict", nlohmann::json("?"));
+  if (!verdict.is_string() && problem.empty()) problem = std::string("'verdict' is ") + verdict.type_name() + ", expected PASS or FAIL";
+  return {{"verdict", verdict.is_string() ? verdict : nlohmann::json("?")},
+          {"accuracy_gap", number({"accuracy_gap"})},
+          {"speedup", number({"speedup"})},
+          {"memory_ratio", number({"memory_ratio"})},
+          {"a_accuracy", number({"a", "accuracy"})},
+          {"b_accuracy", number({"b", "accuracy"})},
+          {"b_samples_per_sec", number({"b", "samples_per_sec"})},
+          {"b_skipped_steps", number({"b", "loss_scale", "skipped_steps"})}};
 }
 
 }  // namespace
@@ -214,13 +226,18 @@ nlohmann::json run_job(const Job& job, const std::string& job_dir, int speed_rou
     }
   } else {
     const nlohmann::json compare = read_json_or_null(job_dir + "/compare.json");
-    if (compare.is_object() && child.exit_code != 2) record["metrics"] = ab_metrics(compare);
+    std::string damaged;
+    if (compare.is_object() && child.exit_code != 2) record["metrics"] = ab_metrics(compare, damaged);
     status = child.exit_code == 0 ? "ok" : child.exit_code == kExitVerdictFailed ? "verdict_fail" : "failed";
+    if (!damaged.empty()) {
+      status = "failed";
+      record["reason"] = job_dir + "/compare.json: " + damaged;
+    }
   }
   if (child.timed_out) status = "timeout";
   record["status"] = status;
   record["load"] = load.measure(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  if (status != "ok") {
+  if (status != "ok" && !record.contains("reason")) {
     record["reason"] = child.timed_out ? fmt::format("stopped at its time budget of {:.0f} s", job.time_budget_sec)
                                        : failure_reason(options.log_path);
   }
