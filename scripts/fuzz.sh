@@ -5,7 +5,8 @@
 # safetensors write, an mpt checkpoint, a PNG and a JPEG), and runs each harness on its corpus (docs/hardening.md).
 #
 #   scripts/fuzz.sh [SECONDS] [HARNESS ...]       # default: 30 s for each of spec suite jsonl idx cifar
-#                                                 # wordpiece tsv corpus pickle weights image
+#                                                 # wordpiece tsv corpus pickle weights image hf_config
+#                                                 # tokenize override fp8_state
 #   scripts/fuzz.sh --runs N [HARNESS ...]        # N executions each: the long run is --runs 1000000
 #
 # Stops at the first crash, hang (an input running over 10 s), memory blow-up (over 2 GiB) or sanitizer report,
@@ -17,7 +18,8 @@ limit=(-max_total_time=30)
 if [[ ${1:-} == --runs ]]; then limit=(-runs="$2"); shift 2
 elif [[ ${1:-} =~ ^[0-9]+$ ]]; then limit=(-max_total_time="$1"); shift; fi
 harnesses=("$@")
-[[ ${#harnesses[@]} -gt 0 ]] || harnesses=(spec suite jsonl idx cifar wordpiece tsv corpus pickle weights image)
+all=(spec suite jsonl idx cifar wordpiece tsv corpus pickle weights image hf_config tokenize override fp8_state)
+[[ ${#harnesses[@]} -gt 0 ]] || harnesses=("${all[@]}")
 
 env_dir=$(scripts/torch_env.sh)
 python=$env_dir/bin/python
@@ -30,8 +32,8 @@ cmake --build build-fuzz -j "$(nproc)" --target "${harnesses[@]/#/fuzz_}"
 
 # Seeds, made once (again when a harness has none).
 seeds=build-fuzz/seeds
-if [[ ! -f $seeds/.made || ! -d $seeds/corpus ]]; then
-  rm -rf "$seeds" && mkdir -p "$seeds"/{spec,suite,jsonl,idx,cifar,wordpiece,tsv,corpus,pickle,weights,image}
+if [[ ! -f $seeds/.made || ! -d $seeds/fp8_state ]]; then
+  rm -rf "$seeds" && mkdir -p "${all[@]/#/$seeds/}"
   cp configs/*.yaml "$seeds/spec/"
   cp scripts/nightly_example.yaml "$seeds/suite/"
   printf '{"kind": "train", "step": 50, "loss": 0.5}\n{"kind": "eval", "step": 100, "eval": {"loss": 0.4}}\n' \
@@ -47,6 +49,11 @@ if [[ ! -f $seeds/.made || ! -d $seeds/corpus ]]; then
   cp "$seeds/wordpiece/text.txt" "$seeds/corpus/"
   [[ -f data/corpus/fortunes/art.txt ]] && head -c 3000 data/corpus/fortunes/art.txt >"$seeds/corpus/art.txt"
   printf 'pos\tthe a\nneg\tthe s\n' >"$seeds/tsv/small.tsv"
+  cp "$seeds/wordpiece/text.txt" "$seeds/tokenize/"
+  printf 'optimizer.lr=3e-4\n+train.epochs=2\n++model.hidden_sizes=[64, 32]\n~optimizer.lr=0.01\n' >"$seeds/override/mix"
+  [[ -f data/all-MiniLM-L6-v2/config.json ]] && cp data/all-MiniLM-L6-v2/config.json "$seeds/hf_config/"
+  printf '{"model_type": "bert", "vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2, ' >"$seeds/hf_config/tiny.json"
+  printf '"num_attention_heads": 2, "intermediate_size": 512}\n' >>"$seeds/hf_config/tiny.json"
   if [[ -f data/fortune_topics/train.tsv ]]; then  # train.tsv, a form feed, test.tsv: the harness splits there
     { head -c 800 data/fortune_topics/train.tsv; printf '\f'; head -c 600 data/fortune_topics/test.tsv; } >"$seeds/tsv/split.tsv"
   fi
@@ -60,6 +67,9 @@ open(f"{seeds}/cifar/bad_label.bin", "wb").write(bytes([11]) + bytes(3072))
 state = {"weight": torch.randn(3, 2), "bias": torch.zeros(3), "steps": torch.tensor(7)}
 torch.save(state, f"{seeds}/weights/state.pt")
 torch.save({"state_dict": state, "epoch": 3}, f"{seeds}/weights/wrapped.pt")
+import struct  # FP8 state: recipe and margin bytes, then histories and scales as FP32 (delayed; a tiny amax)
+open(f"{seeds}/fp8_state/delayed.bin", "wb").write(bytes([0, 0]) + struct.pack("<5f", 2.0, 0, 0, 0, 224.0) * 3)
+open(f"{seeds}/fp8_state/tiny.bin", "wb").write(bytes([1, 1]) + struct.pack("<5f", 1e-36, 0, 0, 0, 3.4e38) * 3)
 with zipfile.ZipFile(f"{seeds}/weights/state.pt") as z:
     for name in z.namelist():
         if name.endswith("data.pkl"):
