@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.margin = data[1] % 4;
   data += 2, size -= 2;
 
-  mpt::precision::Fp8Training fp8(config, model, mpt::precision::ModulePolicy(), torch::kCPU);
+  mpt::precision::Fp8Gemms fp8(config, model, mpt::precision::ModulePolicy(), torch::kCPU);
   mpt::io::ModelTensors weights = mpt::io::tensors_of(model);
   for (const auto& [name, tensor] : fp8.state()) {  // fill history then scale, layer by layer, from the input
     const size_t bytes = std::min(size, static_cast<size_t>(tensor.numel()) * sizeof(float));

@@ -12,9 +12,9 @@
 #include "common/files.h"
 #include "common/process.h"
 #include "config/load.h"
-#include "device/hardware.h"
+#include "hardware/hardware.h"
 #include "run/resolve.h"
-#include "tools/bench/benchmark.h"
+#include "bench/benchmark.h"
 
 namespace mpt::app {
 
@@ -23,10 +23,10 @@ int run_bench(const BenchOptions& options) {
   if (options.max_batch) {
     const int64_t budget = options.memory_budget_mib * 1024 * 1024;
     // The mixed mode to compare with: the spec's own, or what "mixed" resolves to on this device.
-    const std::string mixed = c.precision.mode != "fp32"
-                                  ? c.precision.mode
-                                  : run::choose_mixed(c.device, run::probe_hardware()).mode;
-    if (mixed.empty()) throw UsageError("--max-batch: no mixed precision is available on " + c.device);
+    const precision::Mode mode = c.precision.mode != precision::Mode::kFp32
+                                     ? c.precision.mode
+                                     : precision::choose_mixed(c.device.type == "cuda", hardware::probe()).value;
+    const std::string mixed = precision::mode_name(mode);
     nlohmann::json trials = nlohmann::json::array();
     const int64_t fp32 = largest_batch(options.spec_path, options.overrides, "fp32", c.data.batch_size, budget, trials);
     const int64_t low = largest_batch(options.spec_path, options.overrides, mixed, c.data.batch_size, budget, trials);

@@ -8,10 +8,10 @@
 
 #include "app/commands.h"
 #include "data/dataset.h"
-#include "device/hardware.h"
+#include "hardware/hardware.h"
 #include "mpt/version.h"
 #include "precision/autocast.h"
-#include "run/resolve.h"
+#include "precision/mode.h"
 
 namespace mpt::app {
 namespace {
@@ -38,7 +38,7 @@ std::string smoke_test(const torch::Device& device, torch::ScalarType mixed_dtyp
 }  // namespace
 
 int run_doctor() {
-  const run::HardwareFacts facts = run::probe_hardware();
+  const hardware::Facts facts = hardware::probe();
   const int driver = hardware::nvidia_driver_major();
   const unsigned cores = static_cast<unsigned>(hardware::available_cores());
   const int default_threads = torch::get_num_threads();
@@ -79,9 +79,8 @@ int run_doctor() {
   const int loop_threads = hardware::own_loop_threads();
   fact("mpt's loops", "on " + std::to_string(loop_threads) + " of those " + std::to_string(train_threads) +
                           " threads (fused optimizers, dropout, gradient check)");
-  const std::string device = facts.cuda_available ? "cuda" : "cpu";
-  const run::MixedChoice mixed = run::choose_mixed(device, facts);
-  fact("precision.mode: mixed", "-> " + mixed.mode + " (" + mixed.reason + ")");
+  const auto mixed = precision::choose_mixed(facts.cuda_available, facts);
+  fact("precision.mode: mixed", std::string("-> ") + precision::mode_name(mixed.value) + " (" + mixed.reason + ")");
 
   if (allocator == "glibc malloc")
     warnings.push_back("glibc malloc re-faults large activation blocks every step (BERT steps up to 3x slower): "
@@ -92,8 +91,8 @@ int run_doctor() {
   if (data::find_idx_file("/usr/share/datasets/fashion-mnist", "train-images-idx3-ubyte").empty())
     warnings.push_back("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist): the shipped configs need it");
 
-  const std::string failure = smoke_test(torch::Device(device == "cuda" ? torch::kCUDA : torch::kCPU),
-                                         mixed.mode == "mixed_fp16" ? torch::kHalf : torch::kBFloat16);
+  const std::string failure = smoke_test(torch::Device(facts.cuda_available ? torch::kCUDA : torch::kCPU),
+                                         precision::compute_dtype(mixed.value));
   for (const auto& w : warnings) std::cout << "warning: " << w << "\n";
   if (!failure.empty()) {
     std::cout << "mpt cannot run here: " << failure << "\n";

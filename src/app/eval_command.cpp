@@ -7,7 +7,7 @@
 
 #include "app/commands.h"
 #include "common/error.h"
-#include "device/hardware.h"
+#include "hardware/hardware.h"
 #include "io/weights.h"
 #include "models/registry.h"
 #include "run/resolve.h"
@@ -21,10 +21,10 @@ int run_eval(const std::string& spec_path, const std::vector<std::string>& overr
   if (c.model.init_from.empty())
     throw UsageError("mpt eval needs weights: set model.init_from=FILE (an mpt checkpoint, safetensors or a "
                      "PyTorch file)");
-  hardware::configure_threads(static_cast<int>(c.threads));
-  const torch::Device device(c.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  hardware::configure_threads(static_cast<int>(c.device.threads));
+  const torch::Device device(c.device.type == "cuda" ? torch::kCUDA : torch::kCPU);
   hardware::configure_cuda_math(device.is_cuda() && c.precision.tf32);
-  torch::manual_seed(c.seed);
+  torch::manual_seed(c.experiment.seed);
 
   const data::Dataset test_set = data::load_dataset(c.data, "test");
   models::Model model = models::build_model(c.model, data::sample_shape(c.data),
@@ -40,7 +40,7 @@ int run_eval(const std::string& spec_path, const std::vector<std::string>& overr
   if (json) {
     std::cout << nlohmann::ordered_json{{"model", c.model.name},
                                         {"weights", c.model.init_from},
-                                        {"precision", c.precision.mode},
+                                        {"precision", precision::mode_name(c.precision.mode)},
                                         {"samples", metrics.samples},
                                         {"loss", metrics.loss},
                                         {"accuracy", metrics.accuracy}}
@@ -48,7 +48,7 @@ int run_eval(const std::string& spec_path, const std::vector<std::string>& overr
               << "\n";
   } else {
     std::cout << fmt::format("{} ({}) from {}: loss {:.4f}, accuracy {:.4f} on {} {} samples\n", c.model.name,
-                             c.precision.mode, c.model.init_from, metrics.loss, metrics.accuracy, metrics.samples,
+                             precision::mode_name(c.precision.mode), c.model.init_from, metrics.loss, metrics.accuracy, metrics.samples,
                              c.data.name);
   }
   return kExitOk;

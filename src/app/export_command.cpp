@@ -32,7 +32,7 @@ void write_hf_folder(const std::string& checkpoint, const io::NamedTensorList& w
     throw UsageError("--format hf: " + checkpoint + " is not inside a run directory (no " + spec_path +
                      " to take the architecture from)");
   const models::ModelConfig model = run::read_sections(config::load_spec(spec_path, {})).model;
-  if (model.name.rfind("bert", 0) != 0)
+  if (models::model_family(model.name).prefix != "bert")
     throw UsageError("--format hf exports BERT runs; " + spec_path + " has model.name: " + model.name);
   models::BertConfig bert = models::bert_architecture(model);
   bert.vocab_size = rows_of(weights, "bert.embeddings.word_embeddings.weight", checkpoint);

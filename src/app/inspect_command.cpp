@@ -8,7 +8,7 @@
 #include "app/commands.h"
 #include "config/load.h"
 #include "models/tensor_core_shapes.h"
-#include "precision/fp8.h"
+#include "precision/recipe.h"
 #include "run/resolve.h"
 #include "run/sections.h"
 
@@ -34,13 +34,13 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
   // What a CUDA run of this spec would give the Tensor Cores (mpt inspect itself builds on the CPU).
   const models::TensorCoreShapes tensor_cores =
       models::tensor_core_shapes(*model, c.precision, sample, c.data.batch_size);
-  const precision::ModulePolicy policy(c.precision.fp32_modules);
-  const std::vector<precision::Fp8Eligibility> fp8 =
-      c.precision.mode == "fp8" ? precision::fp8_eligibility(*model, policy) : std::vector<precision::Fp8Eligibility>{};
+  const precision::GemmPlan fp8 =
+      precision::gemm_plan(c.precision, *model, precision::ModulePolicy(c.precision.fp32_modules));
   nlohmann::ordered_json fp8_json = nlohmann::ordered_json::array();
-  for (const auto& layer : fp8)
+  for (const auto& layer : fp8.layers)
     fp8_json.push_back({{"layer", layer.name}, {"in_features", layer.in_features}, {"out_features", layer.out_features},
-                        {"fp8", layer.fp8}, {"why_not", layer.why_not}});
+                        {"format", layer.low_precision ? fp8.format : ""}, {"fp8", layer.low_precision},
+                        {"why_not", layer.why_not}});
   if (json) {
     std::cout << nlohmann::ordered_json{{"model", c.model.name},
                                 {"input", input},
@@ -67,16 +67,17 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
   std::printf("  %-12s %14lld parameters\n", "total", (long long)total);
   std::printf("forward: %.4g GMACs per sample; training: ~%.4g GFLOPs per sample\n", macs / 1e9, train_flops / 1e9);
   if (tensor_cores.multiple > 0)
-    std::printf("on CUDA (%s): %s\n", c.precision.mode.c_str(), models::describe(tensor_cores).c_str());
+    std::printf("on CUDA (%s): %s\n", precision::mode_name(c.precision.mode), models::describe(tensor_cores).c_str());
   else
     std::printf("on CUDA: plain FP32 does not use Tensor Cores (precision.tf32: true would)\n");
-  if (!fp8.empty()) {
+  if (!fp8.layers.empty()) {
     int64_t in_fp8 = 0;
-    for (const auto& layer : fp8) in_fp8 += layer.fp8;
-    std::printf("FP8 (precision.mode fp8): %lld of %zu Linear layers\n", (long long)in_fp8, fp8.size());
-    for (const auto& layer : fp8)
+    for (const auto& layer : fp8.layers) in_fp8 += layer.low_precision;
+    std::printf("%s (precision.mode fp8): %lld of %zu Linear layers\n", fp8.format.c_str(), (long long)in_fp8,
+                fp8.layers.size());
+    for (const auto& layer : fp8.layers)
       std::printf("  %-44s %5lld -> %-5lld %s\n", layer.name.c_str(), (long long)layer.in_features,
-                  (long long)layer.out_features, layer.fp8 ? "FP8" : layer.why_not.c_str());
+                  (long long)layer.out_features, layer.low_precision ? fp8.format.c_str() : layer.why_not.c_str());
   }
   return 0;
 }

@@ -12,7 +12,7 @@
 #include "common/echo.h"
 #include "common/edit_distance.h"
 #include "common/error.h"
-#include "device/hardware.h"
+#include "hardware/hardware.h"
 #include "mpt/version.h"
 
 namespace {

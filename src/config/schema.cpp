@@ -120,9 +120,11 @@ std::vector<KeySpec> build_schema() {
            "run of characters): by default the output layers (MLP head, ResNet fc, BERT's heads) and BERT's "
            "LayerNorms. Batch norms keep FP32 weights and statistics and compute in FP32 on BF16/FP16 activations "
            "without being listed; add '*bn*' and '*downsample.1' to give them FP32 activations too."),
-      choice("precision.fp8.recipe", "delayed", {"delayed", "current"},
+      choice("precision.fp8.recipe", "delayed", {"delayed", "current", "mxfp8"},
              "fp8 scaling: delayed, each tensor's scale from the largest amax of its last amax_history steps, "
-             "updated after each step (Transformer Engine); current, from the tensor's amax as it is cast (torchao)."),
+             "updated after each step (Transformer Engine); current, from the tensor's amax as it is cast (torchao); "
+             "mxfp8, the OCP Microscaling format: E4M3 elements with one power-of-two scale per block of 32 along "
+             "each GEMM's reduction dimension, from the block's own amax."),
       integer("precision.fp8.amax_history", "16", 1, 1024, "fp8, delayed: steps of amax history per tensor."),
       integer("precision.fp8.margin", "0", 0, 32, "fp8: scale = format max / amax / 2^margin (headroom)."),
       boolean("precision.tf32", "false", "CUDA FP32 runs: allow TF32 Tensor Core math in matmul and cuDNN."),

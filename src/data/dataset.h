@@ -10,6 +10,9 @@
 
 namespace mpt::data {
 
+// What a sample is: an image (MLP, ResNet) or a token sequence (BERT).
+enum class Modality { kImages, kTokens };
+
 struct DataConfig {
   std::string name = "fashion_mnist";  // fashion_mnist | cifar10 | image_folder | text_corpus | text_classification
   std::string root = "/usr/share/datasets/fashion-mnist";

@@ -1,49 +1,136 @@
-// The dataset registry: data.name -> sample shape and loader.
+// The dataset table: data.name -> what its samples are, the files it needs (checked before any work), its sample
+// shape and its loader.
+#include "data/datasets.h"
+
 #include "common/error.h"
-#include "data/dataset.h"
+#include "common/files.h"
 #include "data/image_folder.h"
 #include "data/wordpiece.h"
 
 namespace mpt::data {
+namespace {
 
-SampleShape sample_shape(const DataConfig& config) {
-  SampleShape shape;
-  if (config.name == "fashion_mnist") {
-    const int64_t size = config.image_size > 0 ? config.image_size : 28;
-    shape.channels = config.channels > 0 ? config.channels : 1;
-    shape.height = shape.width = size;
-    shape.num_classes = 10;
-    return shape;
-  }
-  if (config.name == "cifar10" || config.name == "image_folder") {
-    shape.channels = 3;
-    shape.height = shape.width = config.image_size > 0 ? config.image_size : config.name == "cifar10" ? 32 : 224;
-    shape.num_classes = config.name == "cifar10" ? 10 : static_cast<int64_t>(image_folder_classes(config.root).size());
-    return shape;
-  }
-  if (config.name == "text_classification") {
-    shape.seq_len = config.seq_len;
-    shape.vocab_size = Vocabulary::load(config.vocab).size();
-    shape.num_classes = static_cast<int64_t>(text_classification_labels(config.root).size());
-    return shape;
-  }
-  if (config.name == "text_corpus") {
-    shape.seq_len = config.seq_len;
-    shape.vocab_size = Vocabulary::load(config.vocab).size();
-    shape.masked_fraction = config.mask_prob;
-    return shape;
-  }
-  throw UsageError("data.name: unknown dataset '" + config.name + "'");
+// "ROOT: FILE: why (hint)" for each of `files` under `folder` that is not a readable file.
+std::vector<std::string> missing_files(const std::string& root, const std::string& folder,
+                                       const std::vector<std::string>& files, const std::string& hint) {
+  std::vector<std::string> problems;
+  for (const std::string& file : files)
+    if (const std::string why = path_problem(folder + "/" + file, PathKind::kFile); !why.empty())
+      problems.push_back(root + ": " + file + ": " + why + " (" + hint + ")");
+  return problems;
 }
 
+std::vector<DataProblem> at_root(const std::vector<std::string>& messages) {
+  std::vector<DataProblem> problems;
+  for (const auto& message : messages) problems.push_back({"data.root", message});
+  return problems;
+}
+
+std::vector<DataProblem> vocabulary_problems(const DataConfig& c) {
+  if (const std::string why = path_problem(c.vocab, PathKind::kFile); !why.empty())
+    return {{"data.vocab", c.vocab + ": " + why +
+                               " (scripts/setup.sh converts bert-base-uncased's vocabulary to "
+                               "data/bert-base-uncased/vocab.txt)"}};
+  return {};
+}
+
+std::vector<DataProblem> fashion_mnist_files(const DataConfig& c) {
+  if (const std::string why = path_problem(c.root, PathKind::kFolder); !why.empty())
+    return {{"data.root", c.root + ": " + why + " (for Fashion-MNIST: apt-get install dataset-fashion-mnist)"}};
+  std::vector<DataProblem> problems;
+  for (const auto& stem : fashion_mnist_stems())
+    if (find_idx_file(c.root, stem).empty()) problems.push_back({"data.root", c.root + ": missing " + stem + "[.gz]"});
+  return problems;
+}
+
+std::vector<DataProblem> cifar10_files(const DataConfig& c) {
+  const std::string nested = c.root + "/cifar-10-batches-bin";
+  const std::string folder = path_problem(nested, PathKind::kFolder).empty() ? nested : c.root;
+  return at_root(missing_files(c.root, folder,
+                               {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                                "data_batch_5.bin", "test_batch.bin"},
+                               "CIFAR-10's binary version, cifar-10-binary.tar.gz"));
+}
+
+std::vector<DataProblem> image_folder_files(const DataConfig& c) {
+  if (const std::string why = path_problem(c.root + "/train", PathKind::kFolder); !why.empty())
+    return {{"data.root", c.root + ": train/: " + why + " (expected ROOT/train/<class>/*.jpg)"}};
+  return {};
+}
+
+std::vector<DataProblem> text_corpus_files(const DataConfig& c) {
+  std::vector<DataProblem> problems = vocabulary_problems(c);
+  try {
+    corpus_files(c.root);
+  } catch (const Error& e) {
+    problems.insert(problems.begin(), {"data.root", e.what()});
+  }
+  return problems;
+}
+
+std::vector<DataProblem> text_classification_files(const DataConfig& c) {
+  std::vector<DataProblem> problems = at_root(missing_files(c.root, c.root, {"train.tsv", "test.tsv"}, "LABEL<TAB>TEXT per line"));
+  for (auto& problem : vocabulary_problems(c)) problems.push_back(std::move(problem));
+  return problems;
+}
+
+SampleShape image_shape(int64_t channels, int64_t size, int64_t classes) {
+  SampleShape shape;
+  shape.channels = channels;
+  shape.height = shape.width = size;
+  shape.num_classes = classes;
+  return shape;
+}
+
+SampleShape token_shape(const DataConfig& c, int64_t classes) {
+  SampleShape shape;
+  shape.seq_len = c.seq_len;
+  shape.vocab_size = Vocabulary::load(c.vocab).size();
+  shape.num_classes = classes;
+  shape.masked_fraction = classes == 0 ? c.mask_prob : 0.0;
+  return shape;
+}
+
+const std::vector<DatasetKind>& kinds() {
+  static const std::vector<DatasetKind> table = {
+      {"fashion_mnist", Modality::kImages, fashion_mnist_files,
+       [](const DataConfig& c) {
+         return image_shape(c.channels > 0 ? c.channels : 1, c.image_size > 0 ? c.image_size : 28, 10);
+       },
+       [](const DataConfig& c, const std::string& split, int64_t limit) {
+         return load_fashion_mnist(c, split == "train" ? "train" : "t10k", limit);
+       }},
+      {"cifar10", Modality::kImages, cifar10_files,
+       [](const DataConfig& c) { return image_shape(3, c.image_size > 0 ? c.image_size : 32, 10); }, load_cifar10},
+      {"image_folder", Modality::kImages, image_folder_files,
+       [](const DataConfig& c) {
+         return image_shape(3, c.image_size > 0 ? c.image_size : 224,
+                            static_cast<int64_t>(image_folder_classes(c.root).size()));
+       },
+       load_image_folder},
+      {"text_corpus", Modality::kTokens, text_corpus_files, [](const DataConfig& c) { return token_shape(c, 0); },
+       load_text_corpus},
+      {"text_classification", Modality::kTokens, text_classification_files,
+       [](const DataConfig& c) {
+         return token_shape(c, static_cast<int64_t>(text_classification_labels(c.root).size()));
+       },
+       load_text_classification},
+  };
+  return table;
+}
+
+}  // namespace
+
+const DatasetKind& dataset_kind(const std::string& name) {
+  for (const DatasetKind& kind : kinds())
+    if (kind.name == name) return kind;
+  throw UsageError("data.name: unknown dataset '" + name + "'");
+}
+
+SampleShape sample_shape(const DataConfig& config) { return dataset_kind(config.name).shape(config); }
+
 Dataset load_dataset(const DataConfig& config, const std::string& split) {
-  const int64_t limit = split == "train" ? config.train_limit : config.test_limit;
-  if (config.name == "fashion_mnist") return load_fashion_mnist(config, split == "train" ? "train" : "t10k", limit);
-  if (config.name == "cifar10") return load_cifar10(config, split, limit);
-  if (config.name == "image_folder") return load_image_folder(config, split, limit);
-  if (config.name == "text_corpus") return load_text_corpus(config, split, limit);
-  if (config.name == "text_classification") return load_text_classification(config, split, limit);
-  throw UsageError("data.name: unknown dataset '" + config.name + "'");
+  return dataset_kind(config.name).load(config, split, split == "train" ? config.train_limit : config.test_limit);
 }
 
 }  // namespace mpt::data

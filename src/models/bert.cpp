@@ -10,7 +10,6 @@
 #include "ops/dropout.h"
 #include "ops/gelu.h"
 #include "ops/layer_norm.h"
-#include "precision/fp8.h"
 
 namespace mpt::models {
 namespace {
@@ -30,9 +29,9 @@ torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
 // bias`, so autocast casts only the matmul's operands and the in-place add of the FP32 bias widens the whole
 // BF16 output to FP32 and narrows it back (two extra passes over every projection's output). at::linear is one
 // op to autocast: the bias is cast with the weight and the add stays in the compute dtype. Under precision.mode
-// fp8 the layer's GEMM runs in FP8 (precision::linear).
-torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return precision::linear(x, layer->weight, layer->bias);
+// fp8 the policy routes the layer's GEMM to the run's FP8 format.
+torch::Tensor project(const precision::ModulePolicy& policy, const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return policy.linear(x, layer->weight, layer->bias);
 }
 
 // The MLM decoder, h E^T + b with E the tied word embeddings, as one autograd node whose weight gradient is
@@ -144,7 +143,7 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& ids) {
 
 BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePolicy& policy,
                              const std::string& prefix)
-    : heads_(config.heads), dropout_(config.dropout) {
+    : heads_(config.heads), dropout_(config.dropout), policy_(policy) {
   MPT_CHECK(config.hidden % config.heads == 0, "BERT hidden size must be a multiple of the head count");
   const int64_t hidden = config.hidden;
   auto attention = register_module("attention", NamedScope());
@@ -177,9 +176,9 @@ Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& 
   // gradients in that dtype, one more rounding of values that each GEMM has already rounded to it.
   const torch::Tensor input =
       hidden_states.for_projection.defined() ? hidden_states.for_projection : precision::as_projection_input(x);
-  const torch::Tensor q = split_heads(project(query_, input));  // (B, h, S, d)
-  const torch::Tensor k = split_heads(project(key_, input));
-  const torch::Tensor v = split_heads(project(value_, input));
+  const torch::Tensor q = split_heads(project(policy_, query_, input));  // (B, h, S, d)
+  const torch::Tensor k = split_heads(project(policy_, key_, input));
+  const torch::Tensor v = split_heads(project(policy_, value_, input));
   torch::Tensor probs;
   {
     // The products run in the compute dtype; scaling, masking and the softmax always in FP32, and the
@@ -194,15 +193,15 @@ Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& 
   context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)
   const Hidden attended =
       norm_for_next(attention_norm_runner_, attention_norm_,
-                    ops::dropout_add(project(attention_out_, context), x, dropout_, is_training()), /*for_projection=*/true);
-  torch::Tensor out = project(output_, ops::gelu(project(intermediate_, attended.for_projection)));  // (B, S, H)
+                    ops::dropout_add(project(policy_, attention_out_, context), x, dropout_, is_training()), /*for_projection=*/true);
+  torch::Tensor out = project(policy_, output_, ops::gelu(project(policy_, intermediate_, attended.for_projection)));  // (B, S, H)
   out = ops::dropout_add(out, attended.states, dropout_, is_training());
   return norm_for_next(output_norm_runner_, output_norm_, out, next_has_projection);
 }
 
 BertModelImpl::BertModelImpl(const BertConfig& config, bool with_pooler, const precision::ModulePolicy& policy,
                              const std::string& prefix)
-    : config_(config) {
+    : config_(config), policy_(policy) {
   const std::string at = prefix.empty() ? "" : prefix + ".";
   embeddings = register_module("embeddings", BertEmbeddings(config, policy, at + "embeddings"));
   auto encoder = register_module("encoder", NamedScope());
@@ -229,11 +228,11 @@ torch::Tensor BertModelImpl::forward(const torch::Tensor& ids) {
 
 torch::Tensor BertModelImpl::pool(const torch::Tensor& hidden) {
   MPT_CHECK(pooler_, "this BERT has no pooler");
-  return torch::tanh(project(pooler_, hidden.select(1, 0)));  // the [CLS] state: (B, H)
+  return torch::tanh(project(policy_, pooler_, hidden.select(1, 0)));  // the [CLS] state: (B, H)
 }
 
 BertForMaskedLmImpl::BertForMaskedLmImpl(const BertConfig& config, const precision::ModulePolicy& policy)
-    : config_(config) {
+    : config_(config), policy_(policy) {
   bert_ = register_module("bert", BertModel(config, /*with_pooler=*/false, policy, "bert"));
   // The lookup's gradient touches only the B*S rows in the batch. As a sparse tensor, autograd adds it in place
   // into the decoder's dense gradient of the same tied matrix, where a dense one costs a zeroed (V, H) buffer and
@@ -255,7 +254,7 @@ BertForMaskedLmImpl::BertForMaskedLmImpl(const BertConfig& config, const precisi
 torch::Tensor BertForMaskedLmImpl::head(const torch::Tensor& hidden) {
   return head_runner_(hidden, [&](const torch::Tensor& x) {
     const torch::Tensor h =
-        layer_norm_through(transform_norm_runner_, transform_norm_, ops::gelu(project(transform_, x)));  // (N, H)
+        layer_norm_through(transform_norm_runner_, transform_norm_, ops::gelu(project(policy_, transform_, x)));  // (N, H)
     const torch::Tensor& embedding = bert_->embeddings->word_embeddings->weight;
     return TiedDecoderFunction::apply(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
   });

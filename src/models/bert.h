@@ -74,6 +74,7 @@ class BertLayerImpl : public torch::nn::Module {
   torch::nn::Linear intermediate_{nullptr}, output_{nullptr};
   torch::nn::LayerNorm attention_norm_{nullptr}, output_norm_{nullptr};
   precision::ModuleRunner attention_norm_runner_, output_norm_runner_;
+  precision::ModulePolicy policy_;  // its GEMM route: the projections' FP8 layers
 };
 TORCH_MODULE(BertLayer);
 
@@ -90,6 +91,7 @@ class BertModelImpl : public torch::nn::Module {
   BertConfig config_;
   std::vector<BertLayer> layers_;
   torch::nn::Linear pooler_{nullptr};
+  precision::ModulePolicy policy_;
 };
 TORCH_MODULE(BertModel);
 
@@ -117,6 +119,7 @@ class BertForMaskedLmImpl : public ModelImpl {
   torch::Tensor decoder_bias_;
   precision::ModuleRunner head_runner_, transform_norm_runner_;
   bool head_in_fp32_;  // the decoder runs in an FP32 island (the default policy's "cls.predictions")
+  precision::ModulePolicy policy_;
 };
 
 class BertForSequenceClassificationImpl : public ModelImpl {

@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json.h"
-#include "device/hardware.h"
+#include "hardware/hardware.h"
 
 namespace mpt::models {
 namespace {

@@ -2,7 +2,6 @@
 #include "models/mlp.h"
 
 #include "ops/dropout.h"
-#include "precision/fp8.h"
 
 namespace mpt::models {
 
@@ -28,11 +27,12 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& inputs) {
   torch::Tensor x = inputs.flatten(1);  // (B, D)
   for (size_t i = 0; i < hidden_->size(); ++i) {
     auto layer = hidden_->ptr<torch::nn::LinearImpl>(i);
-    x = hidden_runners_[i](x, [&](const torch::Tensor& h) { return precision::linear(h, layer->weight, layer->bias); });
+    const precision::ModuleRunner& runner = hidden_runners_[i];
+    x = runner(x, [&](const torch::Tensor& h) { return runner.linear(h, layer->weight, layer->bias); });
     x = activate(x);  // (B, H)
     if (config_.dropout > 0) x = ops::dropout(x, config_.dropout, is_training());
   }
-  return head_runner_(x, [&](const torch::Tensor& h) { return precision::linear(h, head_->weight, head_->bias); });  // (B, K)
+  return head_runner_(x, [&](const torch::Tensor& h) { return head_runner_.linear(h, head_->weight, head_->bias); });  // (B, K)
 }
 
 int64_t MlpImpl::forward_macs(const data::SampleShape& sample) const {

@@ -12,7 +12,7 @@
 #include "data/dataset.h"
 #include "precision/policy.h"
 
-namespace mpt::dist {
+namespace mpt::distributed {
 class Group;
 }
 
@@ -44,7 +44,7 @@ class ModelImpl : public torch::nn::Module {
 
   // Data parallelism: batch-norm layers normalise with the global batch's statistics over `group` (null:
   // local statistics, the default). Models without batch norm ignore it.
-  virtual void synchronise_batch_norm(dist::Group* /*group*/) {}
+  virtual void synchronise_batch_norm(distributed::Group* /*group*/) {}
 
   // Parameters of other modules that an FP32 island reads (tied weights: BERT's MLM decoder reads the word
   // embeddings). precision.strategy = master_weights keeps them FP32, so the island neither widens a

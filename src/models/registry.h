@@ -1,7 +1,9 @@
 // Model names -> builders. A spec's model section picks one; the registry knows each family's options.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "models/bert.h"
@@ -23,6 +25,27 @@ struct ModelConfig {
   std::string init_from;  // weights file to start from ("" = fresh initialisation)
   std::vector<std::string> init_skip;  // globs over tensor names that keep their initialisation
 };
+
+// A problem with the model section found before any work, under the key it concerns.
+struct ModelProblem {
+  std::string key;
+  std::string message;
+};
+
+// A family of models: the names it answers to, what its samples are, how it is built and what it checks first.
+struct ModelFamily {
+  std::string prefix;                 // "mlp", "resnet", "bert"
+  data::Modality modality;            // what its inputs are
+  std::vector<std::string> presets;   // the model.name values it takes
+  std::function<Model(const ModelConfig&, const data::SampleShape&, const precision::ModulePolicy&)> build;
+  std::function<std::vector<ModelProblem>(const ModelConfig&)> check;  // null: nothing to check
+};
+
+const std::vector<ModelFamily>& model_families();
+// The family `name` belongs to; a UsageError for an unknown name.
+const ModelFamily& model_family(const std::string& name);
+// Why data of the other modality does not fit `family`.
+std::string modality_mismatch(const ModelFamily& family);
 
 // The model `config` names, shaped for the data's samples (input features, channels, vocabulary, classes).
 Model build_model(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy);

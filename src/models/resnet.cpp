@@ -4,7 +4,7 @@
 #include <array>
 
 #include "common/error.h"
-#include "dist/sync_batch_norm.h"
+#include "distributed/sync_batch_norm.h"
 #include "ops/fused_batch_norm.h"
 
 namespace mpt::models {
@@ -48,9 +48,9 @@ torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) 
 // PyTorch AMP's batch norm does (tested bit-equal to FP32 batch norm rounded to BF16). This saves casting every
 // activation to FP32 and back, a sizeable part of a ResNet-50 BF16 step (docs/findings.md). LibTorch 1.13's CPU
 // inference kernel does round in between (2 ulp off), so evaluation normalises an FP32 copy.
-torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x, dist::Group* group) {
+torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x, distributed::Group* group) {
   const bool low_precision_eval = !norm.is_training() && x.scalar_type() != norm.weight.scalar_type();
-  return dist::sync_batch_norm(norm, low_precision_eval ? x.to(norm.weight.scalar_type()) : x, group);
+  return distributed::sync_batch_norm(norm, low_precision_eval ? x.to(norm.weight.scalar_type()) : x, group);
 }
 
 // relu?(batch_norm(x) + residual?) (residual may be undefined). Where ops::fused_batch_norm takes it (BF16 training on
@@ -58,7 +58,7 @@ torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& 
 // nothing around the norm (no FP32 island, no numerics check, which would see the sum) and a norm that is not
 // synchronised across ranks.
 torch::Tensor norm_add_relu(torch::nn::BatchNorm2dImpl& norm, const precision::ModuleRunner& runner,
-                            const torch::Tensor& x, const torch::Tensor& residual, bool relu, dist::Group* group) {
+                            const torch::Tensor& x, const torch::Tensor& residual, bool relu, distributed::Group* group) {
   const bool local = !group || !group->distributed();
   if (!runner.keep_fp32 && !runner.monitor && local && ops::can_fuse_batch_norm(norm, x, residual))
     return ops::fused_batch_norm(norm, x, residual, relu);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 #include "models/model.h"
 #include "precision/policy.h"
 
@@ -23,7 +23,7 @@ struct ResNetConfig {
 
 // A residual block: BasicBlock (two 3x3) for depth 18/34, Bottleneck (1x1, 3x3, 1x1) for 50 and up.
 // Where a ResNet's norm layers find the group that synchronises them (shared by all its blocks; null = local).
-using NormGroup = std::shared_ptr<dist::Group*>;
+using NormGroup = std::shared_ptr<distributed::Group*>;
 
 class ResidualBlockImpl : public torch::nn::Module {
  public:
@@ -50,11 +50,11 @@ class ResNetImpl : public ModelImpl {
   ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy);
   torch::Tensor forward(const torch::Tensor& inputs) override;
   int64_t forward_macs(const data::SampleShape& sample) const override;
-  void synchronise_batch_norm(dist::Group* group) override { *norm_group_ = group; }
+  void synchronise_batch_norm(distributed::Group* group) override { *norm_group_ = group; }
 
  private:
   ResNetConfig config_;
-  NormGroup norm_group_ = std::make_shared<dist::Group*>(nullptr);
+  NormGroup norm_group_ = std::make_shared<distributed::Group*>(nullptr);
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
   std::vector<torch::nn::ModuleList> layers_;

@@ -10,10 +10,11 @@ int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1
 
 }  // namespace
 
-int64_t tensor_core_multiple(const std::string& resolved_mode, bool tf32) {
-  if (resolved_mode == "fp8") return 16;  // 1-byte elements
-  if (resolved_mode == "mixed_bf16" || resolved_mode == "mixed_fp16") return 8;  // 2-byte elements
-  return tf32 ? 4 : 0;  // TF32 reads 4-byte FP32 operands
+int64_t tensor_core_multiple(precision::Mode mode, bool tf32) {
+  // 16 bytes of operand elements: 16 of FP8, 8 of BF16/FP16; FP32 reaches Tensor Cores only as TF32.
+  const int bytes = precision::operand_bytes(mode);
+  if (bytes < 4) return 16 / bytes;
+  return tf32 ? 4 : 0;
 }
 
 TensorCoreShapes tensor_core_shapes(const ModelImpl& model, const precision::PrecisionConfig& precision,

@@ -31,7 +31,7 @@ struct TensorCoreShapes {
 
 // Elements per 16 bytes in the dtype a CUDA run of `resolved_mode` gives Tensor Cores: 8 for mixed_bf16 and
 // mixed_fp16, 4 for fp32 with TF32 allowed, 0 for plain FP32.
-int64_t tensor_core_multiple(const std::string& resolved_mode, bool tf32);
+int64_t tensor_core_multiple(precision::Mode mode, bool tf32);
 
 // The dimensions of `model`'s Linear and Conv2d modules (and its functional_gemm_dims) that are not multiples of
 // tensor_core_multiple(precision.mode, precision.tf32), and the GEMM rows of a (micro-)batch of `batch_size` samples

@@ -1,7 +1,7 @@
 // FP8 casts and the scaled GEMM (see float8.h).
 #include "ops/float8.h"
 
-#include "device/hardware.h"
+#include "hardware/hardware.h"
 
 namespace mpt::ops {
 

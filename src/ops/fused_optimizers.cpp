@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "common/cpu_features.h"
+#include "common/error.h"
 #include "ops/bf16_bits.h"
 #include "ops/dispatch.h"
 #include "ops/multi_tensor_step.h"
@@ -301,28 +302,70 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   return {};
 }
 
-bool can_step_masters(torch::optim::Optimizer& optimizer, const std::vector<MasterPair>& pairs) {
-  const MasterTargets targets(pairs);
-  if (auto* adam = dynamic_cast<FusedAdam*>(&optimizer))
-    return adam_fusable<torch::optim::AdamOptions>(*adam, targets);
-  if (auto* adamw = dynamic_cast<FusedAdamW*>(&optimizer))
-    return adam_fusable<torch::optim::AdamWOptions>(*adamw, targets);
-  if (auto* sgd = dynamic_cast<FusedSgd*>(&optimizer)) return every_gradient_fusable(*sgd, targets);
+namespace {
+
+// What the one-pass loop needs of the weights, known before any gradient exists: dense CPU FP32 masters, each laid
+// out like its BF16 model parameter. Their gradients take the parameters' layout (autograd's gradient layout
+// contract), which each step checks.
+template <typename Optimizer>
+bool weights_fusable(Optimizer& optimizer, const MasterTargets& targets) {
+  if (!hand_kernels_enabled()) return false;
+  for (auto& group : optimizer.param_groups())
+    for (auto& p : group.params()) {
+      const Target t = targets(p);
+      if (!t.weight.device().is_cpu() || t.weight.scalar_type() != torch::kFloat ||
+          !t.weight.is_non_overlapping_and_dense())
+        return false;
+      if (t.shadow.defined() && !same_layout(t.weight, t.shadow, torch::kBFloat16)) return false;
+    }
+  return true;
+}
+
+template <typename Optimizer, typename Step>
+class Stepper : public MasterStepper {
+ public:
+  Stepper(Optimizer& optimizer, Step step) : optimizer_(optimizer), step_(std::move(step)) {}
+  void step(const std::vector<MasterPair>& pairs, double grad_factor) override {
+    const MasterTargets targets(pairs);
+    MPT_CHECK(every_gradient_fusable(optimizer_, targets),
+              "a gradient is not laid out like its weight: the one-pass optimizer step cannot take it");
+    step_(optimizer_, targets, static_cast<float>(grad_factor));
+  }
+
+ private:
+  Optimizer& optimizer_;
+  Step step_;
+};
+
+template <typename Optimizer, typename Step>
+std::unique_ptr<MasterStepper> stepper_if_fusable(Optimizer& optimizer, const MasterTargets& targets, Step step) {
+  if (!weights_fusable(optimizer, targets)) return nullptr;
+  return std::make_unique<Stepper<Optimizer, Step>>(optimizer, std::move(step));
+}
+
+template <typename Options>
+bool uses_amsgrad(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups())
+    if (static_cast<Options&>(group.options()).amsgrad()) return true;
   return false;
 }
 
-void step_masters(torch::optim::Optimizer& optimizer, const std::vector<MasterPair>& pairs,
-                  double grad_factor) {
+}  // namespace
+
+std::unique_ptr<MasterStepper> master_stepper(torch::optim::Optimizer& optimizer, const std::vector<MasterPair>& pairs) {
   const MasterTargets targets(pairs);
-  const auto factor = static_cast<float>(grad_factor);
-  if (auto* adam = dynamic_cast<FusedAdam*>(&optimizer))
-    fused_adam_step<torch::optim::AdamOptions>(*adam, /*decoupled=*/false, targets, factor);
-  else if (auto* adamw = dynamic_cast<FusedAdamW*>(&optimizer))
-    fused_adam_step<torch::optim::AdamWOptions>(*adamw, /*decoupled=*/true, targets, factor);
-  else if (auto* sgd = dynamic_cast<FusedSgd*>(&optimizer))
-    fused_sgd_step(*sgd, targets, factor);
-  else
-    TORCH_CHECK(false, "step_masters: not one of mpt's fused optimizers (check can_step_masters first)");
+  if (auto* adam = dynamic_cast<FusedAdam*>(&optimizer); adam && !uses_amsgrad<torch::optim::AdamOptions>(*adam))
+    return stepper_if_fusable(*adam, targets, [](FusedAdam& o, const MasterTargets& t, float factor) {
+      fused_adam_step<torch::optim::AdamOptions>(o, /*decoupled=*/false, t, factor);
+    });
+  if (auto* adamw = dynamic_cast<FusedAdamW*>(&optimizer); adamw && !uses_amsgrad<torch::optim::AdamWOptions>(*adamw))
+    return stepper_if_fusable(*adamw, targets, [](FusedAdamW& o, const MasterTargets& t, float factor) {
+      fused_adam_step<torch::optim::AdamWOptions>(o, /*decoupled=*/true, t, factor);
+    });
+  if (auto* sgd = dynamic_cast<FusedSgd*>(&optimizer))
+    return stepper_if_fusable(*sgd, targets,
+                              [](FusedSgd& o, const MasterTargets& t, float factor) { fused_sgd_step(o, t, factor); });
+  return nullptr;
 }
 
 }  // namespace mpt::ops

@@ -7,7 +7,7 @@
 // take a multi-tensor step instead (multi_tensor_step.h); anything else (other dtypes or layouts on the CPU,
 // amsgrad) the base class's step.
 //
-// The trainer steps them through step_masters, which takes the whole step between the gradient check and the
+// The trainer steps them through a MasterStepper, which takes the whole step between the gradient check and the
 // next forward in one pass: each gradient is unscaled and clipped by one factor as it is read, so no pass writes
 // the gradients first. Under precision.strategy = master_weights each FP32 master reads its BF16 model
 // parameter's gradient and writes its new value, rounded, into that parameter; the unfused path copies every
@@ -17,6 +17,7 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <vector>
 
 #include "ops/master_pair.h"
@@ -41,15 +42,18 @@ class FusedSgd : public torch::optim::SGD {
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
 
-// Whether step_masters can step `optimizer` (a FusedAdam, FusedAdamW or FusedSgd over the masters of `pairs`)
-// with the gradients as they are now: CPU, FP32 or BF16 model parameters, each gradient dense and laid out like
-// its master.
-bool can_step_masters(torch::optim::Optimizer& optimizer, const std::vector<MasterPair>& pairs);
+// The one-pass step of one of the optimizers above over master pairs (see above), resolved once, when the trainer's
+// update path is chosen; `grad_factor` (GradientCheck::factor) is applied to every gradient as it is read, the
+// gradients are left as they are, and a master of a BF16 parameter gets none.
+class MasterStepper {
+ public:
+  virtual ~MasterStepper() = default;
+  virtual void step(const std::vector<MasterPair>& pairs, double grad_factor) = 0;
+};
 
-// The optimizer step in one pass (see above); `grad_factor` is GradientCheck::factor, applied to every gradient
-// as it is read. The gradients are left as they are, and a master of a BF16 parameter gets none. Needs
-// can_step_masters.
-void step_masters(torch::optim::Optimizer& optimizer, const std::vector<MasterPair>& pairs,
-                  double grad_factor);
+// The stepper for `optimizer` over the masters of `pairs`, or null when the one-pass loop cannot take them: not one
+// of the optimizers above, AMSGrad, the portable kernels forced (MPT_PORTABLE_KERNELS), or a master that is not a
+// dense CPU FP32 tensor laid out like its BF16 model parameter.
+std::unique_ptr<MasterStepper> master_stepper(torch::optim::Optimizer& optimizer, const std::vector<MasterPair>& pairs);
 
 }  // namespace mpt::ops

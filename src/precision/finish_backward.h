@@ -1,10 +1,10 @@
-// Finishing the backward: everything between the scaled backward and the optimizer step, decided in one place.
-// The gradients are unscaled, checked for Inf/NaN, clipped, and the step is applied or skipped; the loss scale
-// then grows or backs off. Four paths do it, picked per step by where the gradients are:
-//   one-pass     the fused CPU optimizer multiplies by the factor as it reads the gradients: only a check here
-//   single pass  one process, CPU gradients: one read for the check and the norm, one write (gradient_check.h)
-//   tensor ops   one process elsewhere (a GPU): the fused unscale kernel, one host sync, clip_grad_norm
-//   across ranks data parallelism: the overflow flag all-reduced (max) so that every rank skips the same steps
+// Finishing the backward: everything between the scaled backward and the optimizer step. The gradients are
+// unscaled, checked for Inf/NaN and clipped, the step is applied or skipped, and the loss scale grows or backs off.
+// One function per update path (train/update_path.h picks one when the trainer is built):
+//   for the one-pass step  the fused CPU optimizer multiplies by the factor as it reads: only a check here
+//   in place               one process: unscale, check and clip the gradients (one read and one write of CPU
+//                          gradients, gradient_check.h; LibTorch's fused unscale kernel and one host sync on a GPU)
+//   across ranks           data parallelism: the overflow flag all-reduced (max) so that every rank skips alike
 #pragma once
 
 #include <torch/torch.h>
@@ -12,6 +12,7 @@
 #include <functional>
 #include <vector>
 
+#include "precision/gemm_format.h"
 #include "precision/loss_scaler.h"
 
 namespace mpt::precision {
@@ -25,22 +26,11 @@ struct FinishedBackward {
   bool stop_agreed = false;   // across ranks: some rank asked to stop, so all stop after this step
 };
 
-// Data parallelism's all-reduce (max) over a small FP32 tensor of per-rank flags.
-using AgreeMax = std::function<void(torch::Tensor& flags)>;
-
-class BackwardFinisher {
- public:
-  // `agree_max` is null in one process. `max_norm` 0 turns clipping off.
-  BackwardFinisher(LossScaler& scaler, double max_norm, AgreeMax agree_max = nullptr);
-
-  // `grads` still carry the loss scale. `deferred`: the optimizer takes the factor as it reads them (the
-  // one-pass step), so nothing is written here. `stop_requested` rides along with the overflow flag across ranks.
-  FinishedBackward finish(const std::vector<torch::Tensor>& grads, bool deferred, bool stop_requested = false);
-
- private:
-  LossScaler& scaler_;
-  double max_norm_;
-  AgreeMax agree_max_;
-};
+// `grads` carry the loss scale; `max_norm` 0 turns clipping off. Each ends with the scaler's update.
+FinishedBackward finish_for_one_pass(const std::vector<torch::Tensor>& grads, LossScaler& scaler, double max_norm);
+FinishedBackward finish_in_place(const std::vector<torch::Tensor>& grads, LossScaler& scaler, double max_norm);
+// `stop_requested` rides along with the overflow flag in the one all-reduce.
+FinishedBackward finish_across_ranks(const std::vector<torch::Tensor>& grads, LossScaler& scaler, double max_norm,
+                                     const AgreeMax& agree_max, bool stop_requested);
 
 }  // namespace mpt::precision

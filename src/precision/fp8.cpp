@@ -10,12 +10,9 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/linear.h"
 
 namespace mpt::precision {
 namespace {
-
-Fp8Training* active_fp8 = nullptr;
 
 constexpr float kFp32Max = std::numeric_limits<float>::max();
 
@@ -81,29 +78,29 @@ void Fp8Scale::update() {
   step_amax.zero_();
 }
 
-std::vector<Fp8Eligibility> fp8_eligibility(torch::nn::Module& model, const ModulePolicy& policy) {
-  std::vector<Fp8Eligibility> layers;
+std::vector<GemmEligibility> fp8_eligibility(torch::nn::Module& model, const ModulePolicy& policy) {
+  std::vector<GemmEligibility> layers;
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     const auto* linear = item.value()->as<torch::nn::Linear>();
     if (!linear) continue;
-    Fp8Eligibility layer{item.key(), linear->options.in_features(), linear->options.out_features(), false, ""};
+    GemmEligibility layer{item.key(), linear->options.in_features(), linear->options.out_features(), false, ""};
     if (policy.runs_in_fp32(layer.name)) layer.why_not = "FP32: an FP32 island (precision.fp32_modules)";
     else if (layer.in_features % 16 != 0)
       layer.why_not = fmt::format("BF16: in_features {} not a multiple of 16", layer.in_features);
     else if (layer.out_features % 16 != 0)
       layer.why_not = fmt::format("BF16: out_features {} not a multiple of 16", layer.out_features);
-    layer.fp8 = layer.why_not.empty();
+    layer.low_precision = layer.why_not.empty();
     layers.push_back(std::move(layer));
   }
   return layers;
 }
 
-Fp8Training::Fp8Training(const Fp8Config& config, torch::nn::Module& model, const ModulePolicy& policy,
-                         torch::Device device)
+Fp8Gemms::Fp8Gemms(const Fp8Config& config, torch::nn::Module& model, const ModulePolicy& policy,
+                   torch::Device device)
     : config_(config), eligibility_(fp8_eligibility(model, policy)) {
   const auto modules = model.named_modules("", /*include_self=*/false);
-  for (const Fp8Eligibility& verdict : eligibility_) {
-    if (!verdict.fp8) continue;
+  for (const GemmEligibility& verdict : eligibility_) {
+    if (!verdict.low_precision) continue;
     auto layer = std::make_unique<Fp8Layer>(Fp8Layer{verdict.name, Fp8Scale(ops::Float8::kE4M3, config_, device),
                                                      Fp8Scale(ops::Float8::kE4M3, config_, device),
                                                      Fp8Scale(ops::Float8::kE5M2, config_, device)});
@@ -112,19 +109,14 @@ Fp8Training::Fp8Training(const Fp8Config& config, torch::nn::Module& model, cons
     layers_.push_back(std::move(layer));
   }
   reported_.assign(layers_.size() * 3, 1.0);
-  active_fp8 = this;
 }
 
-Fp8Training::~Fp8Training() {
-  if (active_fp8 == this) active_fp8 = nullptr;
-}
-
-Fp8Layer* Fp8Training::layer_for(const torch::Tensor& weight) {
+Fp8Layer* Fp8Gemms::layer_for(const torch::Tensor& weight) {
   const auto found = by_weight_.find(weight.unsafeGetTensorImpl());
   return found == by_weight_.end() ? nullptr : found->second;
 }
 
-void Fp8Training::after_step(const std::function<void(torch::Tensor&)>& agree_max) {
+void Fp8Gemms::after_step(const AgreeMax& agree_max) {
   std::vector<Fp8Scale*> scales;
   for (auto& layer : layers_)
     for (const auto& [role, scale] : roles(*layer)) scales.push_back(scale);
@@ -138,7 +130,7 @@ void Fp8Training::after_step(const std::function<void(torch::Tensor&)>& agree_ma
   for (Fp8Scale* scale : scales) scale->update();
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> Fp8Training::state() {
+std::vector<std::pair<std::string, torch::Tensor>> Fp8Gemms::state() {
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (auto& layer : layers_) {
     for (const auto& [role, scale] : roles(*layer)) {
@@ -149,7 +141,7 @@ std::vector<std::pair<std::string, torch::Tensor>> Fp8Training::state() {
   return named;
 }
 
-std::string Fp8Training::check_state(const torch::OrderedDict<std::string, torch::Tensor>& saved) const {
+std::string Fp8Gemms::check_state(const NamedTensors& saved) const {
   for (const auto& layer : layers_) {
     for (const auto& [role, scale] : roles(*layer)) {
       const std::string history_name = fmt::format("fp8.{}.{}.history", layer->name, role);
@@ -172,43 +164,30 @@ std::string Fp8Training::check_state(const torch::OrderedDict<std::string, torch
   return "";
 }
 
-std::vector<Fp8ScaleChange> Fp8Training::changes() {
-  std::vector<Fp8ScaleChange> changes;
+GemmReport Fp8Gemms::report() {
+  GemmReport report;
+  std::array<std::vector<double>, 3> scales;  // per role, over the layers
   for (size_t i = 0; i < layers_.size(); ++i) {
     const auto named = roles(*layers_[i]);
     for (size_t r = 0; r < named.size(); ++r) {
       Fp8Scale& scale = *named[r].second;
       const double now = scale.scale.item<double>();
+      scales[r].push_back(now);
       const int64_t saturated = scale.saturated.item<int64_t>();
       double& before = reported_[i * 3 + r];
       if (saturated > 0 || now > 2 * before || now < before / 2) {
-        changes.push_back({fmt::format("{}.{}", layers_[i]->name, named[r].first), now, before,
-                           scale.history[0].item<double>(), saturated});
+        report.events.push_back({fmt::format("{}.{}", layers_[i]->name, named[r].first), now, before,
+                                 scale.history[0].item<double>(), saturated});
         before = now;
       }
       scale.saturated.zero_();
     }
   }
-  return changes;
-}
-
-Fp8Training::Summary Fp8Training::summary() {
-  Summary s;
-  auto range = [](const std::vector<double>& values, double& low, double& high) {
-    if (values.empty()) return;
-    low = *std::min_element(values.begin(), values.end());
-    high = *std::max_element(values.begin(), values.end());
-  };
-  std::vector<double> inputs, weights, grads;
-  for (auto& layer : layers_) {
-    inputs.push_back(layer->input.scale.item<double>());
-    weights.push_back(layer->weight.scale.item<double>());
-    grads.push_back(layer->grad_output.scale.item<double>());
-  }
-  range(inputs, s.input_min, s.input_max);
-  range(weights, s.weight_min, s.weight_max);
-  range(grads, s.grad_min, s.grad_max);
-  return s;
+  const char* keys[] = {"input_scale", "weight_scale", "grad_output_scale"};
+  for (size_t r = 0; r < scales.size() && !layers_.empty(); ++r)
+    report.ranges.push_back({keys[r], {*std::min_element(scales[r].begin(), scales[r].end()),
+                                       *std::max_element(scales[r].begin(), scales[r].end())}});
+  return report;
 }
 
 namespace {
@@ -262,13 +241,12 @@ struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
 
 }  // namespace
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (active_fp8)
-    if (Fp8Layer* layer = active_fp8->layer_for(weight))
-      // An undefined tensor cannot be a custom Function's input; an empty optional can.
-      return Fp8LinearFunction::apply(x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt,
-                                      layer, torch::GradMode::is_enabled());
-  return ops::linear(x, weight, bias);
+torch::Tensor Fp8Gemms::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  Fp8Layer* layer = layer_for(weight);
+  if (!layer) return {};
+  // An undefined tensor cannot be a custom Function's input; an empty optional can.
+  return Fp8LinearFunction::apply(x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, layer,
+                                  torch::GradMode::is_enabled());
 }
 
 }  // namespace mpt::precision

@@ -2,6 +2,7 @@
 #include "precision/policy.h"
 
 #include "common/error.h"
+#include "ops/linear.h"
 
 namespace mpt::precision {
 
@@ -36,19 +37,18 @@ bool ModulePolicy::runs_in_fp32(const std::string& module_name) const {
   return keeps_fp32(module_name);
 }
 
-torch::ScalarType compute_dtype(const std::string& resolved_mode) {
-  if (resolved_mode == "fp32") return torch::kFloat;
-  if (resolved_mode == "mixed_bf16" || resolved_mode == "fp8") return torch::kBFloat16;
-  if (resolved_mode == "mixed_fp16") return torch::kHalf;
-  MPT_CHECK(false, "precision mode '" + resolved_mode + "' was not resolved before use");
-}
-
 torch::ScalarType projection_dtype(torch::DeviceType device) {
   return autocast_enabled(device) ? autocast_dtype(device) : torch::kFloat;
 }
 
 torch::Tensor as_projection_input(const torch::Tensor& x) {
   return x.scalar_type() == torch::kFloat ? x.to(projection_dtype(x.device().type())) : x;
+}
+
+torch::Tensor GemmRouter::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const {
+  if (gemms_)
+    if (torch::Tensor y = gemms_->linear(x, weight, bias); y.defined()) return y;
+  return ops::linear(x, weight, bias);
 }
 
 }  // namespace mpt::precision

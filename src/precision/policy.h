@@ -4,25 +4,16 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "precision/autocast.h"
-#include "precision/fp8_config.h"
-#include "precision/loss_scaler.h"
+#include "precision/gemm_format.h"
 #include "precision/numerics.h"
+#include "precision/precision_config.h"
 
 namespace mpt::precision {
-
-struct PrecisionConfig {
-  std::string mode = "fp32";                      // resolved: fp32, mixed_bf16, mixed_fp16 or fp8
-  std::string strategy = "autocast";              // autocast | master_weights
-  // Glob patterns over module names: the output layers and the norms of every model family.
-  std::vector<std::string> fp32_modules{"head", "fc", "*LayerNorm", "cls.predictions", "classifier"};
-  bool tf32 = false;                              // CUDA only
-  LossScaleConfig loss_scale;
-  Fp8Config fp8;                                  // mode fp8
-};
 
 // How a model runs one named submodule under the policy: in FP32 when the policy keeps it there, and
 // with its output checked when debug.check_numerics is on.
@@ -30,6 +21,12 @@ struct ModuleRunner {
   std::string name;
   bool keep_fp32 = false;
   NumericsMonitor* monitor = nullptr;
+  std::shared_ptr<const GemmRouter> gemms;
+
+  // y = x W^T + b for this module's projection: through the run's FP8 format when it takes the layer.
+  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const {
+    return gemms->linear(x, weight, bias);
+  }
 
   template <typename Forward>
   torch::Tensor operator()(const torch::Tensor& x, Forward&& module_forward) const {
@@ -42,16 +39,25 @@ struct ModuleRunner {
 class ModulePolicy {
  public:
   explicit ModulePolicy(std::vector<std::string> fp32_patterns = {}, NumericsMonitor* monitor = nullptr)
-      : patterns_(std::move(fp32_patterns)), monitor_(monitor) {}
+      : patterns_(std::move(fp32_patterns)), monitor_(monitor), gemms_(std::make_shared<GemmRouter>()) {}
   bool keeps_fp32(const std::string& module_name) const;
   // Whether a module runs in FP32: kept itself, or inside a kept module ("cls.predictions.transform.dense" runs
   // within "cls.predictions"), whose runner has switched autocast off and widened the input.
   bool runs_in_fp32(const std::string& module_name) const;
-  ModuleRunner runner(const std::string& module_name) const { return {module_name, keeps_fp32(module_name), monitor_}; }
+  ModuleRunner runner(const std::string& module_name) const {
+    return {module_name, keeps_fp32(module_name), monitor_, gemms_};
+  }
+  // The route of the models' projections to their GEMMs, shared by every copy of this policy: the precision recipe
+  // attaches its FP8 format here once the model is built.
+  GemmRouter& router() const { return *gemms_; }
+  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const {
+    return gemms_->linear(x, weight, bias);
+  }
 
  private:
   std::vector<std::string> patterns_;
   NumericsMonitor* monitor_;  // not owned; null unless debug.check_numerics
+  std::shared_ptr<GemmRouter> gemms_;
 };
 
 // The dtype a projection (a GEMM) at this point of a forward computes in: the run's compute dtype under
@@ -60,9 +66,6 @@ torch::ScalarType projection_dtype(torch::DeviceType device);
 
 // `x` as a projection here reads it: an FP32 tensor in projection_dtype, anything else as it is.
 torch::Tensor as_projection_input(const torch::Tensor& x);
-
-// "mixed_bf16" and "fp8" (BF16 outside the FP8 GEMMs) -> kBFloat16, "mixed_fp16" -> kHalf, "fp32" -> kFloat.
-torch::ScalarType compute_dtype(const std::string& resolved_mode);
 
 // Glob match where '*' matches any run of characters (including dots): "layer*.bn*", "head".
 bool glob_match(const std::string& pattern, const std::string& text);

@@ -65,11 +65,12 @@ RunPlan plan_run(const std::string& dir, const std::string& resume, const config
   return plan;
 }
 
-void resume_from_plan(train::Trainer& trainer, const RunPlan& plan, train::EventLog& events) {
+void resume_from_plan(train::Checkpointer& checkpointer, train::TrainStep& step, const RunPlan& plan,
+                      train::EventLog& events) {
   auto rejected = [&](const std::string& path, const std::string& why) { events.checkpoint_rejected(path, why); };
   for (std::optional<std::string> candidate = plan.resume_from; candidate;) {
     try {
-      trainer.resume(*candidate);
+      checkpointer.resume(step, *candidate);
       return;
     } catch (const io::RejectedCheckpoint& e) {
       if (!plan.fall_back) throw UsageError("--resume " + std::string(e.what()));
@@ -78,6 +79,42 @@ void resume_from_plan(train::Trainer& trainer, const RunPlan& plan, train::Event
       candidate = store.latest_valid(rejected, io::CheckpointStore::step_of(*candidate));
     }
   }
+}
+
+RunDirectory::RunDirectory(const std::string& dir, const std::string& resume, const config::Spec& spec,
+                           distributed::Group& group, bool live_progress)
+    : dir_(dir) {
+  const bool main_rank = group.is_main();
+  if (main_rank) {
+    made_ = !fs::exists(dir_);
+    fs::create_directories(dir_);
+    lock_.emplace(dir_, "mpt train");  // a second mpt train on it exits 75 naming this one
+  }
+  plan_ = plan_run(dir_, resume, spec);
+  group.barrier("start-up barrier");  // every rank has planned from the same directory state
+  std::vector<std::pair<std::string, int64_t>> torn;  // JSONL files a crash left mid-line, cut before appending
+  if (main_rank) {
+    write_file_atomically(dir_ + "/config.yaml", spec.to_yaml());
+    for (const char* name : {"/metrics.jsonl", "/events.jsonl"})
+      if (const int64_t cut = cut_torn_tail(dir_ + name)) torn.emplace_back(dir_ + name, cut);
+  }
+  const std::string at = main_rank ? dir_ : "";
+  logger_ = io::make_logger(main_rank ? dir_ + "/train.log" : "");
+  if (!main_rank) logger_->set_level(spdlog::level::err);  // rank 0 reports; the others only their errors
+  events_ = std::make_unique<train::EventLog>(main_rank ? dir_ + "/events.jsonl" : "", logger_);
+  for (const auto& [path, why] : plan_.rejected) events_->checkpoint_rejected(path, why);
+  for (const auto& [path, bytes] : torn) events_->torn_tail_cut(path, bytes);
+  metrics_ = std::make_unique<JsonlWriter>(main_rank ? dir_ + "/metrics.jsonl" : "");
+  tensorboard_ = std::make_unique<io::TensorBoardWriter>(at);  // a new file per invocation: TensorBoard merges them
+  progress_ = std::make_unique<io::Progress>(main_rank && live_progress);
+  if (main_rank) checkpoints_.emplace(dir_ + "/checkpoints", spec.get_int("checkpoint.keep_last"));
+}
+
+RunDirectory::~RunDirectory() {
+  if (!made_) return;
+  std::error_code ignored;
+  lock_.reset();
+  fs::remove_all(dir_, ignored);
 }
 
 }  // namespace mpt::run

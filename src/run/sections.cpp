@@ -19,6 +19,8 @@ T read_value(const config::Spec& spec, const std::string& key) {
   else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return spec.get_int_list(key);
   else if constexpr (std::is_same_v<T, std::vector<std::string>>) return spec.get_string_list(key);
   else if constexpr (std::is_same_v<T, precision::LossScaleMode>) return precision::parse_loss_scale_mode(spec.get_string(key));
+  else if constexpr (std::is_same_v<T, precision::Mode>) return precision::parse_mode(spec.get_string(key));
+  else if constexpr (std::is_same_v<T, precision::Strategy>) return precision::parse_strategy(spec.get_string(key));
   else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(spec.get_float(key));
   else return static_cast<T>(spec.get_int(key));
 }
@@ -26,6 +28,8 @@ T read_value(const config::Spec& spec, const std::string& key) {
 template <typename T>
 std::string show_value(const T& value) {
   if constexpr (std::is_same_v<T, precision::LossScaleMode>) return precision::loss_scale_mode_name(value);
+  else if constexpr (std::is_same_v<T, precision::Mode>) return precision::mode_name(value);
+  else if constexpr (std::is_same_v<T, precision::Strategy>) return precision::strategy_name(value);
   else if constexpr (std::is_same_v<T, std::string>) return value;
   else if constexpr (std::is_floating_point_v<T>) return fmt::format("{:.17g}", static_cast<double>(value));
   else return fmt::format("{}", value);
@@ -44,6 +48,7 @@ KeyBinding binding(std::string key, Members... path) {
 }
 
 using E = ExperimentConfig;
+using X = ExperimentSection;
 using M = models::ModelConfig;
 using D = data::DataConfig;
 using P = precision::PrecisionConfig;
@@ -52,12 +57,16 @@ using F8 = precision::Fp8Config;
 using O = train::OptimizerConfig;
 using S = train::ScheduleConfig;
 using T = train::TrainConfig;
+using C = train::CheckpointConfig;
+using V = hardware::DeviceConfig;
+using R = distributed::DistributedConfig;
+using G = train::DebugConfig;
 
-std::vector<KeyBinding> all_bindings() {
+std::vector<KeyBinding> experiment_and_model_bindings() {
   return {
-      binding("experiment.name", &E::name),
-      binding("experiment.seed", &E::seed),
-      binding("experiment.output_root", &E::output_root),
+      binding("experiment.name", &E::experiment, &X::name),
+      binding("experiment.seed", &E::experiment, &X::seed),
+      binding("experiment.output_root", &E::experiment, &X::output_root),
       binding("model.name", &E::model, &M::name),
       binding("model.heads", &E::model, &M::bert_heads),
       binding("model.hf_config", &E::model, &M::hf_config),
@@ -70,6 +79,11 @@ std::vector<KeyBinding> all_bindings() {
       binding("model.small_input", &E::model, &M::resnet, &models::ResNetConfig::small_input),
       binding("model.zero_init_residual", &E::model, &M::resnet, &models::ResNetConfig::zero_init_residual),
       binding("model.channels_last", &E::model, &M::resnet, &models::ResNetConfig::channels_last),
+  };
+}
+
+std::vector<KeyBinding> data_bindings() {
+  return {
       binding("data.name", &E::data, &D::name),
       binding("data.root", &E::data, &D::root),
       binding("data.batch_size", &E::data, &D::batch_size),
@@ -85,6 +99,11 @@ std::vector<KeyBinding> all_bindings() {
       binding("data.shuffle", &E::data, &D::shuffle),
       binding("data.train_limit", &E::data, &D::train_limit),
       binding("data.test_limit", &E::data, &D::test_limit),
+  };
+}
+
+std::vector<KeyBinding> precision_bindings() {
+  return {
       binding("precision.mode", &E::precision, &P::mode),
       binding("precision.strategy", &E::precision, &P::strategy),
       binding("precision.fp32_modules", &E::precision, &P::fp32_modules),
@@ -101,6 +120,11 @@ std::vector<KeyBinding> all_bindings() {
       binding("precision.loss_scale.min_scale", &E::precision, &P::loss_scale, &L::min_scale),
       binding("precision.loss_scale.max_scale", &E::precision, &P::loss_scale, &L::max_scale),
       binding("precision.loss_scale.max_overflows_at_min", &E::precision, &P::loss_scale, &L::max_overflows_at_min),
+  };
+}
+
+std::vector<KeyBinding> training_bindings() {
+  return {
       binding("optimizer.name", &E::optimizer, &O::name),
       binding("optimizer.lr", &E::optimizer, &O::lr),
       binding("optimizer.momentum", &E::optimizer, &O::momentum),
@@ -114,33 +138,46 @@ std::vector<KeyBinding> all_bindings() {
       binding("schedule.step_size", &E::schedule, &S::step_size),
       binding("schedule.gamma", &E::schedule, &S::gamma),
       binding("schedule.min_lr_ratio", &E::schedule, &S::min_lr_ratio),
-      binding("schedule.base_batch_size", &E::base_batch_size),
-      binding("train.epochs", &E::epochs),
-      binding("train.max_steps", &E::max_steps),
+      binding("schedule.base_batch_size", &E::schedule, &S::base_batch_size),
+      binding("train.epochs", &E::train, &T::epochs),
+      binding("train.max_steps", &E::train, &T::max_steps),
       binding("train.log_every_steps", &E::train, &T::log_every_steps),
       binding("train.eval_every_steps", &E::train, &T::eval_every_steps),
       binding("train.eval_batch_size", &E::train, &T::eval_batch_size),
       binding("train.grad_clip_norm", &E::train, &T::grad_clip_norm),
       binding("train.grad_accum_steps", &E::train, &T::grad_accum_steps),
       binding("train.max_consecutive_skips", &E::train, &T::max_consecutive_skips),
-      binding("train.progress", &E::progress),
-      binding("checkpoint.every_steps", &E::train, &T::checkpoint_every_steps),
-      binding("checkpoint.keep_last", &E::checkpoint_keep_last),
-      binding("device.type", &E::device),
-      binding("device.threads", &E::threads),
-      binding("distributed.backend", &E::distributed, &dist::GroupConfig::backend),
-      binding("distributed.timeout_sec", &E::distributed, &dist::GroupConfig::timeout_sec),
-      binding("distributed.bucket_mb", &E::train, &T::bucket_mb),
-      binding("distributed.sync_batchnorm", &E::sync_batchnorm),
-      binding("debug.check_numerics", &E::check_numerics),
-      binding("debug.inject_nonfinite_grad_at", &E::train, &T::inject_nonfinite_grad_at),
-      binding("debug.inject_nonfinite_param", &E::train, &T::inject_nonfinite_param),
-      binding("debug.stop_after_steps", &E::train, &T::stop_after_steps),
-      binding("debug.inject_nonfinite_rank", &E::train, &T::inject_nonfinite_rank),
-      binding("debug.die_at_step", &E::train, &T::die_at_step),
-      binding("debug.forbid_host_syncs", &E::train, &T::forbid_host_syncs),
-      binding("debug.slow_down", &E::train, &T::slow_down),
+      binding("train.progress", &E::train, &T::progress),
+      binding("checkpoint.every_steps", &E::checkpoint, &C::every_steps),
+      binding("checkpoint.keep_last", &E::checkpoint, &C::keep_last),
   };
+}
+
+std::vector<KeyBinding> system_bindings() {
+  return {
+      binding("device.type", &E::device, &V::type),
+      binding("device.threads", &E::device, &V::threads),
+      binding("distributed.backend", &E::distributed, &R::backend),
+      binding("distributed.timeout_sec", &E::distributed, &R::timeout_sec),
+      binding("distributed.bucket_mb", &E::distributed, &R::bucket_mb),
+      binding("distributed.sync_batchnorm", &E::distributed, &R::sync_batchnorm),
+      binding("debug.check_numerics", &E::debug, &G::check_numerics),
+      binding("debug.inject_nonfinite_grad_at", &E::debug, &G::inject_nonfinite_grad_at),
+      binding("debug.inject_nonfinite_param", &E::debug, &G::inject_nonfinite_param),
+      binding("debug.stop_after_steps", &E::debug, &G::stop_after_steps),
+      binding("debug.inject_nonfinite_rank", &E::debug, &G::inject_nonfinite_rank),
+      binding("debug.die_at_step", &E::debug, &G::die_at_step),
+      binding("debug.forbid_host_syncs", &E::debug, &G::forbid_host_syncs),
+      binding("debug.slow_down", &E::debug, &G::slow_down),
+  };
+}
+
+std::vector<KeyBinding> all_bindings() {
+  std::vector<KeyBinding> all;
+  for (auto part : {experiment_and_model_bindings, data_bindings, precision_bindings, training_bindings,
+                    system_bindings})
+    for (auto& binding : part()) all.push_back(std::move(binding));
+  return all;
 }
 
 // The bindings in the key table's order, after checking that the two list the same keys once each.

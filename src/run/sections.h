@@ -8,35 +8,35 @@
 
 #include "config/spec.h"
 #include "data/dataset.h"
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
+#include "hardware/hardware.h"
 #include "models/registry.h"
-#include "precision/policy.h"
+#include "precision/precision_config.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 #include "train/train_config.h"
 
 namespace mpt::run {
 
-struct ExperimentConfig {
+struct ExperimentSection {
   std::string name;
   uint64_t seed = 0;
   std::string output_root = "runs";
+};
+
+// One member per section of the spec, each the struct its component takes.
+struct ExperimentConfig {
+  ExperimentSection experiment;
   models::ModelConfig model;
   data::DataConfig data;
   precision::PrecisionConfig precision;
   train::OptimizerConfig optimizer;
-  train::ScheduleConfig schedule;   // peak_lr, warmup and total_steps are completed by the wiring
-  int64_t base_batch_size = 0;      // the linear scaling rule's reference batch (0 = off)
-  train::TrainConfig train;         // total_steps and eval cadence are completed by the wiring
-  int64_t epochs = 10;
-  int64_t max_steps = 0;
-  int64_t checkpoint_keep_last = 3;
-  std::string progress = "auto";
-  bool check_numerics = false;
-  std::string device = "cpu";
-  int64_t threads = 0;
-  dist::GroupConfig distributed;
-  bool sync_batchnorm = false;
+  train::ScheduleConfig schedule;  // peak_lr, warmup and total_steps are completed by the wiring
+  train::TrainConfig train;        // total_steps is completed by the wiring
+  train::CheckpointConfig checkpoint;
+  hardware::DeviceConfig device;
+  distributed::DistributedConfig distributed;
+  train::DebugConfig debug;
 };
 
 ExperimentConfig read_sections(const config::Spec& spec);

@@ -1,6 +1,6 @@
-// The training stack a resolved spec describes: model on the device, the precision machinery and an optimizer
-// over the FP32 weights, with the step counts and LR schedule filled in. `mpt train` and `mpt bench` build the
-// same stack, so a benchmark measures exactly the step that training runs.
+// The training stack a resolved spec describes: the model on its device, the precision recipe over it and an
+// optimizer over the recipe's FP32 weights, with the step counts and LR schedule filled in; and the step built from
+// it. `mpt train` and `mpt bench` build the same stack, so a benchmark measures exactly the step that training runs.
 #pragma once
 
 #include <torch/torch.h>
@@ -8,32 +8,26 @@
 #include <memory>
 #include <optional>
 
+#include "data/loader.h"
+#include "distributed/process_group.h"
 #include "io/weights.h"
 #include "models/registry.h"
-#include "precision/fp8.h"
-#include "precision/master_weights.h"
 #include "precision/numerics.h"
+#include "precision/recipe.h"
 #include "run/sections.h"
 #include "train/schedule.h"
-#include "train/trainer.h"
+#include "train/train_step.h"
 
 namespace mpt::run {
 
 struct TrainingStack {
   std::unique_ptr<precision::NumericsMonitor> numerics;  // outlives the model, whose runners point at it
   models::Model model;
-  std::unique_ptr<precision::MasterWeights> master_weights;
-  std::unique_ptr<precision::Fp8Training> fp8;  // precision.mode fp8: its layers' scales (routes their GEMMs)
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  torch::ScalarType compute_dtype = torch::kFloat;
-  precision::LossScaleConfig loss_scale;
+  std::unique_ptr<precision::Recipe> recipe;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;  // moved into the step
   int64_t global_batch = 0;
   train::ScaledLr scaled;  // the LR and warmup after the linear scaling rule
   std::optional<io::InitReport> init;  // what model.init_from loaded
-  std::vector<std::string> fp32_modules;  // the policy's FP32 islands (the diverged advice checks against them)
-
-  // A fresh scaler (its state comes from a checkpoint on resume) with the stack's dtype and strategy.
-  train::PrecisionRuntime precision_runtime() const;
 };
 
 // Builds the stack for `c` on `device`; fills c.train.total_steps (from epochs and batches_per_epoch unless
@@ -42,5 +36,9 @@ struct TrainingStack {
 // grad_accum_steps x world_size.
 TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape& sample,
                                    int64_t batches_per_epoch, torch::Device device, int world_size = 1);
+
+// The step over `stack` (which keeps the recipe and the numerics monitor; the optimizer moves into the step).
+train::TrainStep make_train_step(TrainingStack& stack, const ExperimentConfig& c, torch::Device device,
+                                 data::BatchLoader& loader, distributed::Group& group);
 
 }  // namespace mpt::run

@@ -7,7 +7,7 @@
 namespace mpt::train {
 
 EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, torch::Device device,
-                     torch::ScalarType compute_dtype, int64_t batch_size, dist::Group* group) {
+                     torch::ScalarType compute_dtype, int64_t batch_size, distributed::Group* group) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -42,6 +42,32 @@ EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, tor
   metrics.loss = host[0].item<double>() / predictions;
   metrics.accuracy = host[1].item<double>() / predictions;
   return metrics;
+}
+
+Evaluator::Evaluator(const TrainConfig& config, const data::Dataset& test_set, torch::Device device, distributed::Group& group,
+                     hardware::MemoryPeaks* memory)
+    : config_(config), test_set_(test_set), device_(device), group_(group), memory_(memory) {}
+
+void Evaluator::maybe_evaluate(models::ModelImpl& model, torch::ScalarType dtype, int64_t step, JsonlWriter& metrics,
+                               io::TensorBoardWriter& tensorboard, spdlog::logger& logger) {
+  if ((config_.eval_every_steps > 0 && step % config_.eval_every_steps == 0) || step == config_.total_steps)
+    evaluate_now(model, dtype, step, metrics, tensorboard, logger);
+}
+
+void Evaluator::evaluate_now(models::ModelImpl& model, torch::ScalarType dtype, int64_t step, JsonlWriter& metrics,
+                             io::TensorBoardWriter& tensorboard, spdlog::logger& logger) {
+  const hardware::MemoryPhaseScope phase(memory_, hardware::MemoryPhase::kEvaluation);
+  // Batch-norm statistics are per rank (local batch norm): evaluate every shard with rank 0's, which the
+  // checkpoint holds too.
+  group_.broadcast(model.buffers(), "buffer broadcast");
+  last_ = evaluate(model, test_set_, device_, dtype, config_.eval_batch_size, &group_);
+  metrics.write({{"kind", "eval"},
+                 {"step", step},
+                 {"eval", {{"loss", last_->loss}, {"accuracy", last_->accuracy}, {"samples", last_->samples}}}});
+  tensorboard.scalar("eval/loss", step, last_->loss);
+  tensorboard.scalar("eval/accuracy", step, last_->accuracy);
+  logger.info("step {}: eval loss {:.4f} accuracy {:.4f} ({} samples)", step, last_->loss, last_->accuracy,
+              last_->samples);
 }
 
 }  // namespace mpt::train

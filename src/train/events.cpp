@@ -31,7 +31,7 @@ void EventLog::scale_change(int64_t step, const precision::ScaleUpdate& update, 
   else logger_->info("step {}: loss scale growth {:g} -> {:g}", step, update.old_scale, update.new_scale);
 }
 
-void EventLog::fp8_scale(int64_t step, const precision::Fp8ScaleChange& change) {
+void EventLog::fp8_scale(int64_t step, const precision::GemmScaleEvent& change) {
   record({{"step", step}, {"kind", "fp8_scale"}, {"tensor", change.tensor}, {"scale", change.scale},
           {"previous_scale", change.previous}, {"amax", change.amax}, {"saturated", change.saturated}});
   const std::string saturated = change.saturated > 0 ? fmt::format(", {} values saturated", change.saturated) : "";

@@ -10,7 +10,7 @@
 #include "common/files.h"
 #include "data/loader.h"
 #include "precision/diagnosis.h"
-#include "precision/fp8.h"
+#include "precision/gemm_format.h"
 #include "precision/loss_scaler.h"
 #include "precision/numerics.h"
 
@@ -37,7 +37,7 @@ class EventLog {
   // error, ...); the run's summary.json says "failed" too.
   void failed(int64_t step, int rank, const std::string& reason);
   // An FP8 tensor's scale moved by more than 2x since its last event, or its casts saturated (at log points).
-  void fp8_scale(int64_t step, const precision::Fp8ScaleChange& change);
+  void fp8_scale(int64_t step, const precision::GemmScaleEvent& change);
 
  private:
   void record(nlohmann::json event);

@@ -11,7 +11,7 @@
 
 namespace mpt::train {
 
-Rehearsal::Rehearsal(const TrainConfig& config, const NamedTensors& weights, int rank, int world_size)
+Rehearsal::Rehearsal(const DebugConfig& config, const NamedTensors& weights, int rank, int world_size)
     : config_(config), rank_(rank), world_size_(world_size) {
   const std::string& target = config_.inject_nonfinite_param;
   if (config_.inject_nonfinite_grad_at.empty()) return;

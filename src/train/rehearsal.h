@@ -17,7 +17,7 @@ using NamedTensors = torch::OrderedDict<std::string, torch::Tensor>;
 class Rehearsal {
  public:
   // `weights` name the parameters debug.inject_nonfinite_param may pick; throws UsageError when it names none.
-  Rehearsal(const TrainConfig& config, const NamedTensors& weights, int rank, int world_size);
+  Rehearsal(const DebugConfig& config, const NamedTensors& weights, int rank, int world_size);
 
   // After backward and the gradient average, before the overflow check: the last rank dies at debug.die_at_step
   // (as an OOM kill or a node failure would), and an injected step gets an Inf in its gradient. `holders` gives
@@ -29,9 +29,10 @@ class Rehearsal {
   bool stops_before(int64_t next) const;
   // debug.slow_down: at the end of a step that took `seconds` so far, sleep that fraction of it.
   void slow_down(double seconds) const;
+  bool forbids_host_syncs() const { return config_.forbid_host_syncs; }
 
  private:
-  const TrainConfig& config_;
+  DebugConfig config_;
   std::string inject_name_;
   int rank_, world_size_;
 };

@@ -3,7 +3,7 @@
 
 #include <torch/cuda.h>
 
-#include "device/host_syncs.h"
+#include "hardware/host_syncs.h"
 
 namespace mpt::train {
 

@@ -27,10 +27,9 @@ void set_fp8_tensor(const std::string& checkpoint, const std::vector<std::string
   mpt::config::Spec spec = mpt::run::load_resolved_spec(kFp8, overrides);
   mpt::run::ExperimentConfig c = mpt::run::read_sections(spec);
   mpt::run::TrainingStack stack = mpt::run::build_training_stack(c, mpt::data::sample_shape(c.data), 100, torch::kCPU);
-  mpt::io::ModelTensors weights{stack.master_weights ? stack.master_weights->masters() : stack.model->named_parameters(),
-                                stack.model->named_buffers()};
-  REQUIRE(stack.fp8);
-  for (const auto& [key, tensor] : stack.fp8->state()) weights.buffers.insert(key, tensor);
+  mpt::io::ModelTensors weights{stack.recipe->weights(), stack.model->named_buffers()};
+  REQUIRE(stack.recipe->gemms());
+  for (const auto& [key, tensor] : stack.recipe->state()) weights.buffers.insert(key, tensor);
   const mpt::io::TrainingState state = mpt::io::load_checkpoint(checkpoint, weights, *stack.optimizer);
   REQUIRE(weights.buffers.contains(name));
   weights.buffers[name].fill_(value);

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "device/hardware.h"
+#include "hardware/hardware.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::testing;

@@ -6,13 +6,14 @@
 #include "tests/support/helpers.h"
 
 using namespace mpt::models;
+using mpt::precision::Mode;
 
 namespace {
 
 mpt::precision::PrecisionConfig precision(const std::string& mode, std::vector<std::string> fp32_modules,
                                           bool tf32 = false) {
   mpt::precision::PrecisionConfig config;
-  config.mode = mode;
+  config.mode = mpt::precision::parse_mode(mode);
   config.fp32_modules = std::move(fp32_modules);
   config.tf32 = tf32;
   return config;
@@ -45,10 +46,10 @@ mpt::data::SampleShape masked_lm_sample(int64_t seq_len, int64_t vocab) {
 
 TEST_CASE("Tensor Cores want multiples of 16 bytes: 8 FP16/BF16 elements, 4 TF32 ones, none for plain FP32",
           "[fast][models]") {
-  CHECK(tensor_core_multiple("mixed_fp16", false) == 8);
-  CHECK(tensor_core_multiple("mixed_bf16", true) == 8);
-  CHECK(tensor_core_multiple("fp32", true) == 4);
-  CHECK(tensor_core_multiple("fp32", false) == 0);
+  CHECK(tensor_core_multiple(Mode::kMixedFp16, false) == 8);
+  CHECK(tensor_core_multiple(Mode::kMixedBf16, true) == 8);
+  CHECK(tensor_core_multiple(Mode::kFp32, true) == 4);
+  CHECK(tensor_core_multiple(Mode::kFp32, false) == 0);
 }
 
 TEST_CASE("an MLP's misfit widths and batch rows are reported with the sizes to round to, and its FP32 head is not",

@@ -189,6 +189,8 @@ template <typename Optimizer, typename Options>
 void check_step_masters_matches_copies(const Options& options, double max_norm) {
   const double scale = 1024.0;
   MasterModel copies = MasterModel::make<Optimizer>(options), fused = MasterModel::make<Optimizer>(options);
+  const auto stepper = mpt::ops::master_stepper(*fused.optimizer, fused.master->pairs());
+  REQUIRE(stepper);
   for (int step = 1; step <= 6; ++step) {
     // The unfused path: FP32 gradient copies, unscale and clip them, step, copy the masters back.
     copies.backward(step, scale);
@@ -201,12 +203,11 @@ void check_step_masters_matches_copies(const Options& options, double max_norm) 
 
     // One read of the BF16 gradients, then one pass.
     fused.backward(step, scale);
-    REQUIRE(mpt::ops::can_step_masters(*fused.optimizer, fused.master->pairs()));
     std::vector<torch::Tensor> model_grads;
     for (auto& p : fused.model->parameters()) model_grads.push_back(p.grad());
     const auto check = mpt::ops::check_gradients(model_grads, scale, max_norm);
     REQUIRE_FALSE(check.nonfinite);
-    mpt::ops::step_masters(*fused.optimizer, fused.master->pairs(), check.factor);
+    stepper->step(fused.master->pairs(), check.factor);
   }
   const auto expected = copies.master->masters(), actual = fused.master->masters();
   for (const auto& item : expected) {
@@ -230,7 +231,7 @@ void check_step_masters_matches_copies(const Options& options, double max_norm) 
 
 }  // namespace
 
-TEST_CASE("step_masters equals the gradient copies, unscale, clip, step and copy back it replaces",
+TEST_CASE("the one-pass master step equals the gradient copies, unscale, clip, step and copy back it replaces",
           "[fast][train]") {
   using namespace torch::optim;
   check_step_masters_matches_copies<mpt::ops::FusedAdam>(AdamOptions(0.01), /*max_norm=*/0.0);
@@ -240,18 +241,20 @@ TEST_CASE("step_masters equals the gradient copies, unscale, clip, step and copy
   check_step_masters_matches_copies<mpt::ops::FusedSgd>(SGDOptions(0.05), 0.0);
 }
 
-TEST_CASE("step_masters declines what its loop cannot take", "[fast][train]") {
+TEST_CASE("a master stepper is made only for what its loop can take, and refuses a gradient laid out otherwise",
+          "[fast][train]") {
   MasterModel m = MasterModel::make<mpt::ops::FusedAdam>(torch::optim::AdamOptions(0.01));
-  m.backward(1, 1.0);
-  CHECK(mpt::ops::can_step_masters(*m.optimizer, m.master->pairs()));
+  const auto stepper = mpt::ops::master_stepper(*m.optimizer, m.master->pairs());
+  CHECK(stepper);
   // LibTorch's own Adam has no such step.
   torch::optim::Adam plain(m.master->masters().values(), torch::optim::AdamOptions(0.01));
-  CHECK_FALSE(mpt::ops::can_step_masters(plain, m.master->pairs()));
+  CHECK_FALSE(mpt::ops::master_stepper(plain, m.master->pairs()));
   // AMSGrad keeps a state the loop does not.
   mpt::ops::FusedAdam amsgrad(m.master->masters().values(), torch::optim::AdamOptions(0.01).amsgrad(true));
-  CHECK_FALSE(mpt::ops::can_step_masters(amsgrad, m.master->pairs()));
-  // A gradient laid out unlike its master.
+  CHECK_FALSE(mpt::ops::master_stepper(amsgrad, m.master->pairs()));
+  // A gradient laid out unlike its master breaks autograd's layout contract: the step refuses it loudly.
+  m.backward(1, 1.0);
   torch::Tensor& grad = m.model->named_parameters()["hidden.0.weight"].mutable_grad();
   grad = grad.t().contiguous().t();
-  CHECK_FALSE(mpt::ops::can_step_masters(*m.optimizer, m.master->pairs()));
+  CHECK_THROWS_WITH(stepper->step(m.master->pairs(), 1.0), Catch::Contains("not laid out like its weight"));
 }

@@ -25,9 +25,11 @@ TEST_CASE("finishing the backward: one-pass, single pass and tensor paths agree 
   for (const bool deferred : {true, false}) {
     CAPTURE(deferred);
     LossScaler scaler(dynamic_at(1024.0));
-    BackwardFinisher finisher(scaler, /*max_norm=*/1.0);
+    auto finish = [&](const std::vector<torch::Tensor>& grads) {
+      return deferred ? finish_for_one_pass(grads, scaler, /*max_norm=*/1.0) : finish_in_place(grads, scaler, 1.0);
+    };
     std::vector<torch::Tensor> grads = {torch::full({4}, 1024.0f * 3.0f), torch::full({3}, 1024.0f * 4.0f)};
-    const FinishedBackward clean = finisher.finish(grads, deferred);
+    const FinishedBackward clean = finish(grads);
     CHECK_FALSE(clean.skip);
     const double norm = std::sqrt(4 * 9.0 + 3 * 16.0);
     CHECK(clean.grad_norm.item<double>() == Approx(norm));
@@ -44,7 +46,7 @@ TEST_CASE("finishing the backward: one-pass, single pass and tensor paths agree 
 
     std::vector<torch::Tensor> overflow = {torch::full({4}, 1024.0f * 2.0f), torch::full({3}, 1.0f)};
     overflow[1][0] = std::numeric_limits<float>::infinity();
-    const FinishedBackward skipped = finisher.finish(overflow, deferred);
+    const FinishedBackward skipped = finish(overflow);
     CHECK(skipped.skip);
     CHECK(skipped.scale_update.change == ScaleChange::kBackoff);
     CHECK(skipped.scale_update.old_scale == 1024.0);
@@ -68,12 +70,12 @@ TEST_CASE("finishing the backward: one-pass, single pass and tensor paths agree 
 TEST_CASE("across ranks the overflow and stop flags are agreed with one all-reduce", "[fast][precision]") {
   LossScaler scaler(dynamic_at(256.0));
   int reduces = 0;
-  BackwardFinisher finisher(scaler, 0.0, [&](torch::Tensor& flags) {
+  const AgreeMax agree = [&](torch::Tensor& flags) {
     ++reduces;
     flags = torch::maximum(flags, torch::tensor({1.0f, 0.0f}));  // another rank overflowed
-  });
+  };
   std::vector<torch::Tensor> grads = {torch::full({5}, 256.0f)};
-  const FinishedBackward done = finisher.finish(grads, /*deferred=*/false, /*stop_requested=*/true);
+  const FinishedBackward done = finish_across_ranks(grads, scaler, /*max_norm=*/0.0, agree, /*stop_requested=*/true);
   CHECK(reduces == 1);
   CHECK(done.skip);
   CHECK(done.stop_agreed);

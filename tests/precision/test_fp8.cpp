@@ -77,10 +77,10 @@ TEST_CASE("a layer runs in FP8 unless it is an FP32 island or a dimension is not
   model.register_module("head", torch::nn::Linear(512, 10));
   const auto verdicts = fp8_eligibility(model, ModulePolicy({"head"}));
   REQUIRE(verdicts.size() == 3);
-  CHECK(verdicts[0].fp8);
-  CHECK_FALSE(verdicts[1].fp8);
+  CHECK(verdicts[0].low_precision);
+  CHECK_FALSE(verdicts[1].low_precision);
   CHECK(verdicts[1].why_not == "BF16: out_features 30 not a multiple of 16");
-  CHECK_FALSE(verdicts[2].fp8);
+  CHECK_FALSE(verdicts[2].low_precision);
   CHECK(verdicts[2].why_not == "FP32: an FP32 island (precision.fp32_modules)");
 }
 
@@ -98,13 +98,16 @@ TEST_CASE("an FP8 layer's output and gradients match FP32 within E4M3's and E5M2
 
   torch::Tensor y;
   torch::autograd::variable_list grads;
+  const ModulePolicy policy;  // its router: what a model's projections call
   {
-    Fp8Training fp8(config, model, ModulePolicy(), torch::kCPU);
+    Fp8Gemms fp8(config, model, policy, torch::kCPU);
+    policy.router().attach(&fp8);
     REQUIRE(fp8.layer_for(model.layer->weight) != nullptr);
-    y = linear(x, model.layer->weight, model.layer->bias);
+    y = policy.linear(x, model.layer->weight, model.layer->bias);
     grads = torch::autograd::grad({y}, {x, model.layer->weight, model.layer->bias}, {g});
     CHECK(fp8.state().size() == 6);  // input, weight, grad_output: history and scale each
     CHECK(fp8.state()[0].first == "fp8.proj.input.history");
+    policy.router().attach(nullptr);
   }
   CHECK(y.scalar_type() == torch::kBFloat16);  // FP8 GEMMs output BF16
   CHECK(grads[1].scalar_type() == torch::kFloat);  // the FP32 weight's gradient stays FP32
@@ -122,8 +125,8 @@ TEST_CASE("an FP8 layer's output and gradients match FP32 within E4M3's and E5M2
   CHECK(torch::allclose(grads[2], g.to(torch::kBFloat16).to(torch::kFloat).sum(0), 1e-5, 1e-5));
   CHECK_FALSE(torch::allclose(y.to(torch::kFloat), y_ref, 1e-3, 1e-3));  // it did run in FP8
 
-  // With no Fp8Training alive, linear is the plain one.
-  CHECK(torch::allclose(linear(x, model.layer->weight, model.layer->bias), y_ref));
+  // With no format attached, the route is the plain linear.
+  CHECK(torch::allclose(policy.linear(x, model.layer->weight, model.layer->bias), y_ref));
 }
 
 TEST_CASE("a tiny amax gives FP32's largest scale, as Transformer Engine clamps it, and a zero casts to zero",
@@ -150,7 +153,7 @@ TEST_CASE("saved FP8 state is checked before a resume: non-finite, zero, denorma
           "and a delayed scale its history does not give", "[fast][precision][fp8]") {
   OneLinear model(32, 16, "proj");
   Fp8Config config;
-  Fp8Training fp8(config, model, ModulePolicy(), torch::kCPU);
+  Fp8Gemms fp8(config, model, ModulePolicy(), torch::kCPU);
   torch::OrderedDict<std::string, torch::Tensor> saved;
   for (const auto& [name, tensor] : fp8.state()) saved.insert(name, tensor.clone());
   CHECK(fp8.check_state(saved) == "");  // a fresh state: zero histories, scales of 1

@@ -41,10 +41,10 @@ TEST_CASE("under BF16 autocast the hidden layer is BF16 and the FP32 head's logi
 }
 
 TEST_CASE("fp32 mode does not autocast", "[fast][precision]") {
-  AutocastScope off(torch::kCPU, compute_dtype("fp32"));
+  AutocastScope off(torch::kCPU, compute_dtype(Mode::kFp32));
   CHECK(torch::nn::Linear(4, 4)->forward(torch::randn({2, 4})).dtype() == torch::kFloat);
-  CHECK(compute_dtype("mixed_bf16") == torch::kBFloat16);
-  CHECK(compute_dtype("mixed_fp16") == torch::kHalf);
+  CHECK(compute_dtype(Mode::kMixedBf16) == torch::kBFloat16);
+  CHECK(compute_dtype(Mode::kMixedFp16) == torch::kHalf);
 }
 
 TEST_CASE("check_numerics names the first module whose output overflowed, with dtype and input range", "[fast][precision]") {

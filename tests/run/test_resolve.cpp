@@ -11,13 +11,13 @@ using namespace mpt::run;
 
 namespace {
 
-Spec resolved(const std::vector<std::string>& overrides, const HardwareFacts& hardware) {
+Spec resolved(const std::vector<std::string>& overrides, const mpt::hardware::Facts& hardware) {
   Spec spec = parse_spec("data:\n  root: " + mpt::testing::kFashionMnistRoot + "\n", "/specs/exp.yaml", overrides);
   resolve_spec(spec, hardware);
   return spec;
 }
 
-std::string resolve_error(const std::vector<std::string>& overrides, const HardwareFacts& hardware) {
+std::string resolve_error(const std::vector<std::string>& overrides, const mpt::hardware::Facts& hardware) {
   try {
     resolved(overrides, hardware);
   } catch (const mpt::UsageError& e) {
@@ -27,10 +27,10 @@ std::string resolve_error(const std::vector<std::string>& overrides, const Hardw
   return "";
 }
 
-const HardwareFacts kBf16Cpu{false, 0, true};
-const HardwareFacts kPlainCpu{false, 0, false};
-const HardwareFacts kVolta{true, 70, true};
-const HardwareFacts kHopper{true, 90, true};
+const mpt::hardware::Facts kBf16Cpu{false, 0, true};
+const mpt::hardware::Facts kPlainCpu{false, 0, false};
+const mpt::hardware::Facts kVolta{true, 70, true};
+const mpt::hardware::Facts kHopper{true, 90, true};
 
 }  // namespace
 

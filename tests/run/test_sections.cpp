@@ -12,7 +12,7 @@ TEST_CASE("every spec key binds to one member and the structs default to the key
   REQUIRE(bindings.size() == mpt::config::schema().size());
   // Resolution decides the "auto" keys for the machine; every key it leaves at its default is compared.
   mpt::config::Spec spec = mpt::config::parse_spec("", "/specs/empty.yaml", {});
-  mpt::run::resolve_spec(spec, mpt::run::HardwareFacts{false, 0, false});
+  mpt::run::resolve_spec(spec, mpt::hardware::Facts{false, 0, false});
   const mpt::run::ExperimentConfig from_table = mpt::run::read_sections(spec);
   const mpt::run::ExperimentConfig constructed;
   size_t compared = 0;
@@ -33,9 +33,9 @@ TEST_CASE("a spec value reaches its member", "[fast][config]") {
   CHECK(c.model.dropout == 0.25);
   CHECK(c.precision.loss_scale.mode == mpt::precision::LossScaleMode::kStatic);
   CHECK(c.precision.loss_scale.init == 1024.0);
-  CHECK(c.train.inject_nonfinite_grad_at == std::vector<int64_t>{3, 5});
+  CHECK(c.debug.inject_nonfinite_grad_at == std::vector<int64_t>{3, 5});
   CHECK(c.data.batch_size == 32);
-  CHECK(c.train.bucket_mb == 4.0);
+  CHECK(c.distributed.bucket_mb == 4.0);
   CHECK(c.schedule.peak_lr == c.optimizer.lr);
 }
 

@@ -1,0 +1,89 @@
+// MemoryPeaks (see memory_peak.h). The phases count tensor bytes (hardware/cpu_tensor_memory.h on the CPU, the
+// caching allocator's allocated bytes on CUDA); the process peak is VmHWM from /proc/self/status, which nothing
+// resets, or the allocator's highest peak on CUDA.
+#include "hardware/memory_peak.h"
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "hardware/cpu_tensor_memory.h"
+
+#ifdef MPT_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace mpt::hardware {
+namespace {
+
+int64_t status_kib(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  return 0;
+}
+
+#ifdef MPT_WITH_CUDA
+int64_t allocator_stat(bool peak) {
+  const auto stat = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device()).allocated_bytes[0];
+  return peak ? stat.peak : stat.current;
+}
+#endif
+
+}  // namespace
+
+MemoryPeaks::MemoryPeaks(torch::Device device) : device_(device) {
+#ifdef MPT_WITH_CUDA
+  if (device_.is_cuda()) {
+    baseline_ = allocator_stat(/*peak=*/false);
+    process_ = allocator_stat(/*peak=*/true);
+  }
+#endif
+  if (!device_.is_cuda()) {
+    count_cpu_tensor_memory();
+    baseline_ = cpu_tensor_bytes();
+  }
+  reset_peak();
+}
+
+int64_t MemoryPeaks::current_peak() const {
+#ifdef MPT_WITH_CUDA
+  if (device_.is_cuda()) return allocator_stat(/*peak=*/true);
+#endif
+  return cpu_tensor_peak_bytes();
+}
+
+void MemoryPeaks::reset_peak() {
+#ifdef MPT_WITH_CUDA
+  if (device_.is_cuda()) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+    return;
+  }
+#endif
+  reset_cpu_tensor_peak();
+}
+
+void MemoryPeaks::enter(MemoryPhase phase) {
+  if (phase == phase_) return;
+  int64_t& kept = kept_[static_cast<size_t>(phase_)];
+  kept = std::max(kept, current_peak());
+  if (device_.is_cuda()) process_ = std::max(process_, kept);
+  reset_peak();
+  phase_ = phase;
+}
+
+int64_t MemoryPeaks::bytes(MemoryPhase phase) const {
+  int64_t peak = kept_[static_cast<size_t>(phase)];
+  if (phase == phase_) peak = std::max(peak, current_peak());
+  return std::max<int64_t>(0, peak - baseline_);
+}
+
+int64_t MemoryPeaks::process_bytes() const {
+  if (device_.is_cuda()) return std::max(process_, current_peak());
+  return status_kib("VmHWM") * 1024;
+}
+
+std::string MemoryPeaks::kind() const { return device_.is_cuda() ? "CUDA allocator" : "CPU tensors"; }
+
+}  // namespace mpt::hardware

@@ -1,0 +1,33 @@
+// See checkpointer.h.
+#include "train/checkpointer.h"
+
+namespace mpt::train {
+
+Checkpointer::Checkpointer(const CheckpointConfig& config, io::CheckpointStore* store, EventLog& events,
+                           hardware::MemoryPeaks* memory)
+    : config_(config), store_(store), events_(events), memory_(memory) {}
+
+void Checkpointer::maybe_save(TrainStep& step, int64_t total_steps) {
+  const int64_t done = step.state().step;
+  if ((config_.every_steps > 0 && done % config_.every_steps == 0) || done == total_steps) save(step);
+}
+
+void Checkpointer::save(TrainStep& step) {
+  if (!store_) return;
+  const hardware::MemoryPhaseScope phase(memory_, hardware::MemoryPhase::kCheckpoint);
+  io::TrainingState state = step.state();
+  state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  events_.checkpoint_saved(state.step, store_->save(step.checkpoint_tensors(), step.optimizer(), state));
+}
+
+void Checkpointer::resume(TrainStep& step, const std::string& path) {
+  const io::ModelTensors tensors = step.checkpoint_tensors();
+  const io::TrainingState state = io::load_checkpoint(path, tensors, step.optimizer(), [&](const auto& saved) {
+    return step.recipe().check_state(saved);
+  });
+  if (const auto resharded = step.restore(state)) events_.data_resharded(state.step, state.data, *resharded);
+  events_.resumed(state.step, path);
+  resumed_from_ = path;
+}
+
+}  // namespace mpt::train
