@@ -319,3 +319,17 @@ TEST_CASE("precision.mode fp8 trains the MLP with its hidden layer in FP8: scale
   CHECK_THAT(inspect.output, Catch::Contains("FP8 (precision.mode fp8): 1 of 2 Linear layers"));
   CHECK_THAT(inspect.output, Catch::Contains("FP32: an FP32 island"));
 }
+
+TEST_CASE("precision.fp8.recipe mxfp8 trains the MLP with its hidden layer in MXFP8, and inspect says so",
+          "[slow][cli][mxfp8]") {
+  const std::string run = scratch_dir("mxfp8-train") + "/run";
+  CommandResult train = run_mpt({"train", source_path("configs/mlp_fmnist_mxfp8.yaml"), "train.max_steps=300",
+                                 "train.log_every_steps=100", "--run-dir", run});
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const nlohmann::json summary = read_json(run + "/summary.json");
+  CHECK(summary["precision"] == "fp8");
+  CHECK(summary["eval"]["accuracy"].get<double>() > 0.75);  // it learns (0.85 after 300 steps here)
+  CommandResult inspect = run_mpt({"inspect", source_path("configs/mlp_fmnist_mxfp8.yaml")});
+  CHECK_THAT(inspect.output, Catch::Contains("MXFP8 (precision.mode fp8): 1 of 2 Linear layers"));
+}
