@@ -12,7 +12,7 @@
 # machines the fused batch norm; everywhere the fused master-weights step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+source scripts/common.sh  # median, rate; OPENBLAS_CORETYPE unset for the measurement
 mpt=./build/mpt
 baseline=${MPT_BASELINE:-}
 rounds=3
@@ -34,8 +34,6 @@ args_of() {  # case -> spec and overrides
        exit 2 ;;
   esac
 }
-rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_sec"])'; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 if [[ -n $baseline ]]; then a_name=this; b_name=baseline; title="$mpt vs $baseline"
 else a_name=hand; b_name=LibTorch; title="hand kernels vs LibTorch's ops"; fi

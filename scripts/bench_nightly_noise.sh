@@ -8,7 +8,7 @@
 #   scripts/bench_nightly_noise.sh [NIGHTS] [THREADS]      # default 10 nights, 1 thread
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unset OPENBLAS_CORETYPE
+source scripts/common.sh  # median, rate; OPENBLAS_CORETYPE unset for the measurement
 nights=${1:-10}
 threads=${2:-1}
 mpt=$PWD/build/mpt

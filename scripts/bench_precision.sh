@@ -17,9 +17,7 @@
 # A BERT-base b32 round takes about 2 minutes, b8 about 40 s, ResNet-50 about 30 s, the MLP a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The best FP32 baseline: OpenBLAS picks its own kernels (an inherited OPENBLAS_CORETYPE=Haswell halves FP32 GEMM
-# on an AVX-512 CPU; mpt doctor warns about it).
-unset OPENBLAS_CORETYPE
+source scripts/common.sh  # median, rate; OPENBLAS_CORETYPE unset for the measurement
 mpt=./build/mpt
 rounds=3
 if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then rounds=$1; shift; fi
@@ -27,7 +25,6 @@ cases=("$@")
 [[ ${#cases[@]} -gt 0 ]] || cases=(mlp resnet50 bert)
 [[ -x $mpt ]] || { echo "bench_precision.sh: $mpt not found: build first (scripts/setup.sh)" >&2; exit 1; }
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 # One `mpt bench` run -> "samples/s median_step_ms mfu peak_gflops rss_mib".
 bench() {  # spec steps warmup overrides...

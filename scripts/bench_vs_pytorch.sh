@@ -16,7 +16,7 @@
 # (mpt's configs/bert_base_mlm.yaml); the last case turns dropout off on both sides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE  # the environment's pin for old OpenBLAS builds; neither side uses OpenBLAS
+source scripts/common.sh  # median, rate; OPENBLAS_CORETYPE unset for the measurement
 rounds=3
 if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then rounds=$1; shift; fi
 cases=("$@")
@@ -26,11 +26,6 @@ python="$(scripts/torch_env.sh)/bin/python"
 limit=${MPT_BENCH_TIMEOUT:-600}
 tcmalloc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-# samples/s from a bench's JSON on stdin, or 0 when the run failed or timed out.
-rate() { python3 -c 'import json,sys
-try: print(json.load(sys.stdin)["samples_per_sec"])
-except Exception: print(0)'; }
 
 run_case() {  # name steps mpt-spec "mpt overrides" "python args"
   local name=$1 steps=$2 spec=$3 overrides=$4 pyargs=$5 m=() p=() warmup=10

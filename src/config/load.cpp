@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/depthguard.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -40,28 +41,55 @@ bool is_integer_scalar(const YAML::Node& node, int64_t* value) {
   }
 }
 
+bool in_range(const KeySpec& spec, double v) {
+  const bool low = spec.min_exclusive ? v > spec.min : v >= spec.min;
+  const bool high = spec.max_exclusive ? v < spec.max : v <= spec.max;
+  return std::isfinite(v) && low && high;
+}
+
+// Names and paths reach file names, logs and terminals: a control character there is never meant.
+bool has_control_characters(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+}
+constexpr const char* kNoControlCharacters = "control characters (such as newlines or escapes) are not allowed";
+
+std::string check_number(const KeySpec& spec, const YAML::Node& node, const std::string& expected) {
+  if (!node.IsScalar()) return expected;
+  int64_t integer = 0;
+  if (spec.type == KeyType::kInt) return is_integer_scalar(node, &integer) && in_range(spec, static_cast<double>(integer)) ? "" : expected;
+  try {
+    return in_range(spec, node.as<double>()) ? "" : expected;
+  } catch (const YAML::Exception&) {
+    return expected;
+  }
+}
+
+std::string check_text(const KeySpec& spec, const YAML::Node& node, const std::string& expected) {
+  if (!node.IsScalar() && !node.IsNull()) return expected;
+  const std::string value = node.IsNull() ? "" : node.as<std::string>();
+  if (has_control_characters(value)) return kNoControlCharacters;
+  const bool allowed = spec.choices.empty() || std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end();
+  return allowed ? "" : expected;
+}
+
+std::string check_list(const KeySpec& spec, const YAML::Node& node, const std::string& expected) {
+  const bool ints = spec.type == KeyType::kIntList;
+  if (!node.IsSequence()) return expected + (ints ? ", e.g. [1, 2]" : ", e.g. [a, b]");
+  for (const auto& item : node) {
+    int64_t v = 0;
+    if (!item.IsScalar()) return expected;
+    if (ints && (!is_integer_scalar(item, &v) || static_cast<double>(v) < spec.min)) return expected;
+    if (!ints && has_control_characters(item.Scalar())) return kNoControlCharacters;
+  }
+  return "";
+}
+
 // Checks one value against its key's type and bounds; returns "" when fine, else what is wrong.
 std::string check_value(const KeySpec& spec, const YAML::Node& node) {
-  auto number_in_range = [&](double v) {
-    bool low = spec.min_exclusive ? v > spec.min : v >= spec.min;
-    bool high = spec.max_exclusive ? v < spec.max : v <= spec.max;
-    return std::isfinite(v) && low && high;
-  };
   const std::string expected = "expected " + describe_allowed(spec);
   switch (spec.type) {
-    case KeyType::kInt: {
-      int64_t v;
-      if (!node.IsScalar() || !is_integer_scalar(node, &v) || !number_in_range(static_cast<double>(v))) return expected;
-      return "";
-    }
-    case KeyType::kFloat: {
-      if (!node.IsScalar()) return expected;
-      try {
-        return number_in_range(node.as<double>()) ? "" : expected;
-      } catch (const YAML::Exception&) {
-        return expected;
-      }
-    }
+    case KeyType::kInt:
+    case KeyType::kFloat: return check_number(spec, node, expected);
     case KeyType::kBool:
       try {
         if (node.IsScalar()) node.as<bool>();
@@ -69,32 +97,9 @@ std::string check_value(const KeySpec& spec, const YAML::Node& node) {
       } catch (const YAML::Exception&) {
         return "expected true or false";
       }
-    case KeyType::kString: {
-      if (!node.IsScalar() && !node.IsNull()) return expected;
-      std::string value = node.IsNull() ? "" : node.as<std::string>();
-      // Names and paths reach file names, logs and terminals: a control character there is never meant.
-      for (const unsigned char c : value)
-        if (c < 0x20 || c == 0x7f) return "control characters (such as newlines or escapes) are not allowed";
-      if (spec.choices.empty()) return "";
-      for (const auto& c : spec.choices)
-        if (c == value) return "";
-      return expected;
-    }
+    case KeyType::kString: return check_text(spec, node, expected);
     case KeyType::kIntList:
-      if (!node.IsSequence()) return expected + ", e.g. [1, 2]";
-      for (const auto& item : node) {
-        int64_t v;
-        if (!item.IsScalar() || !is_integer_scalar(item, &v) || static_cast<double>(v) < spec.min) return expected;
-      }
-      return "";
-    case KeyType::kStringList:
-      if (!node.IsSequence()) return expected + ", e.g. [a, b]";
-      for (const auto& item : node) {
-        if (!item.IsScalar()) return expected;
-        for (const unsigned char c : item.Scalar())
-          if (c < 0x20 || c == 0x7f) return "control characters (such as newlines or escapes) are not allowed";
-      }
-      return "";
+    case KeyType::kStringList: return check_list(spec, node, expected);
   }
   return expected;
 }

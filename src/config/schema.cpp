@@ -43,7 +43,7 @@ KeySpec resumable(KeySpec spec) {
   return spec;
 }
 
-std::vector<KeySpec> build_schema() {
+std::vector<KeySpec> experiment_and_model_keys() {
   return {
       resumable(text("experiment.name", "\"\"", "Run name; empty means the spec file's stem.")),
       integer("experiment.seed", "0", 0, 4294967295.0, "Seeds weights, dropout and the data order."),
@@ -77,7 +77,11 @@ std::vector<KeySpec> build_schema() {
       boolean("model.channels_last", "false",
               "ResNet: NHWC (channels-last) weights and activations, the layout oneDNN's BF16 convolutions and CUDA "
               "Tensor Cores prefer."),
+  };
+}
 
+std::vector<KeySpec> data_keys() {
+  return {
       choice("data.name", "fashion_mnist",
              {"fashion_mnist", "cifar10", "image_folder", "text_corpus", "text_classification"},
              "Dataset: Fashion-MNIST, CIFAR-10 (binary version), an image folder (JPEG/PNG), a text corpus for "
@@ -104,7 +108,11 @@ std::vector<KeySpec> build_schema() {
       boolean("data.shuffle", "true", "Reshuffle the training set every epoch (deterministic in seed and epoch)."),
       integer("data.train_limit", "0", 0, kInf, "Use only the first N training samples (0 = all)."),
       integer("data.test_limit", "0", 0, kInf, "Evaluate on only the first N test samples (0 = all)."),
+  };
+}
 
+std::vector<KeySpec> precision_keys() {
+  return {
       choice("precision.mode", "fp32", {"fp32", "mixed", "mixed_bf16", "mixed_fp16", "fp8"},
              "mixed resolves to bf16 on a CPU with BF16 and on CUDA >= 8.0, fp16 on CUDA 7.x. fp8: the GEMMs of "
              "Linear layers outside the FP32 islands take E4M3 inputs and weights and E5M2 output gradients, "
@@ -142,7 +150,11 @@ std::vector<KeySpec> build_schema() {
            true),
       integer("precision.loss_scale.max_overflows_at_min", "10", 1, kInf,
               "Consecutive overflows at min_scale after which the run stops as 'diverged' (scale collapse)."),
+  };
+}
 
+std::vector<KeySpec> training_keys() {
+  return {
       choice("optimizer.name", "adam", {"sgd", "adam", "adamw"}, "Optimizer over the FP32 weights."),
       real("optimizer.lr", "0.001", 0, kInf, "Peak learning rate (before linear scaling).", true),
       real("optimizer.momentum", "0.9", 0, 1, "SGD momentum.", false, true),
@@ -173,7 +185,11 @@ std::vector<KeySpec> build_schema() {
 
       resumable(integer("checkpoint.every_steps", "500", 0, kInf, "Save every N steps (0 = only at the end); always at the end.")),
       resumable(integer("checkpoint.keep_last", "3", 1, kInf, "Keep the newest N checkpoints.")),
+  };
+}
 
+std::vector<KeySpec> system_keys() {
+  return {
       choice("device.type", "auto", {"auto", "cpu", "cuda"}, "auto: cuda when available, else cpu."),
       resumable(integer("device.threads", "0", 0, 1024,
               "Intra-op and BLAS threads (0 = all cores, shared among the ranks on one machine).")),
@@ -208,6 +224,13 @@ std::vector<KeySpec> build_schema() {
               "On a GPU: stop with an error naming the operation when a training step makes the host wait for the "
               "device anywhere but the one overflow check (LibTorch's sync debug mode). No effect on a CPU.")),
   };
+}
+
+std::vector<KeySpec> build_schema() {
+  std::vector<KeySpec> all;
+  for (auto section : {experiment_and_model_keys, data_keys, precision_keys, training_keys, system_keys})
+    for (auto& key : section()) all.push_back(std::move(key));
+  return all;
 }
 
 std::string last_segment(const std::string& key) { return key.substr(key.rfind('.') + 1); }

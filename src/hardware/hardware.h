@@ -29,8 +29,8 @@ int cuda_compute_capability();  // major*10+minor of device 0; 0 without CUDA
 // cgroup v2 CPU quota; at least 1.
 int available_cores();
 
-// Tasks other than this one that are runnable right now (/proc/stat's procs_running, the least of a few samples
-// over ~20 ms, less this thread): each keeps a core busy, and an OpenMP barrier waits for any of our threads the
+// Tasks other than this one that are runnable right now (/proc/stat's procs_running, the least of five samples a
+// few milliseconds apart, less this thread): each keeps a core busy, and an OpenMP barrier waits for any of our threads the
 // kernel deschedules for it. -1 when unknown.
 int other_runnable_tasks();
 

@@ -196,6 +196,33 @@ class Unpickler {
     return storage;
   }
 
+  // _rebuild_tensor(_v2)(storage, offset, sizes, strides, ...): a view of the storage, checked to stay inside it.
+  ValuePtr rebuild_tensor(const std::string& name, const ValuePtr& args) {
+    if (args->items.size() < 4 || args->items[0]->kind != Value::Kind::kStorage) fail(name + " with unexpected arguments");
+    const int64_t offset = args->items[1]->integer;
+    const std::vector<int64_t> sizes = ints(args->items[2]), strides = ints(args->items[3]);
+    if (sizes.size() != strides.size() || sizes.size() > 64) fail(name + " with sizes and strides that do not match");
+    if (offset < 0) fail("a tensor at a negative storage offset");
+    int64_t last = offset;
+    bool empty = false;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] < 0 || strides[i] < 0) fail("a tensor with a negative size or stride");
+      empty = empty || sizes[i] == 0;
+      int64_t reach = 0;
+      if (sizes[i] > 0 &&
+          (__builtin_mul_overflow(sizes[i] - 1, strides[i], &reach) || __builtin_add_overflow(last, reach, &last)))
+        fail("a tensor reaches past its storage");
+    }
+    if (!empty && last >= args->items[0]->integer) fail("a tensor reaches past its storage");
+    int64_t numel = 1;  // strides of 0 let a small storage declare any size: bound the copy clone() makes
+    for (const int64_t size : sizes)
+      if (__builtin_mul_overflow(numel, size, &numel) || numel > (int64_t{1} << 40))
+        fail("a tensor of more than 2^40 elements");
+    ValuePtr tensor = make(Value::Kind::kTensor);
+    if (!scan_only_) tensor->tensor = args->items[0]->tensor.as_strided(sizes, strides, offset).clone();
+    return tensor;
+  }
+
   ValuePtr reduce(const ValuePtr& callable, const ValuePtr& args) {
     if (callable->kind != Value::Kind::kGlobal) fail("REDUCE of something that is not a global");
     const std::string& name = callable->text;
@@ -204,32 +231,7 @@ class Unpickler {
       if (args->items.empty()) fail(name + " without a value");
       return args->items[0];
     }
-    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
-      if (args->items.size() < 4 || args->items[0]->kind != Value::Kind::kStorage) fail(name + " with unexpected arguments");
-      const int64_t offset = args->items[1]->integer;
-      const std::vector<int64_t> sizes = ints(args->items[2]), strides = ints(args->items[3]);
-      if (sizes.size() != strides.size() || sizes.size() > 64) fail(name + " with sizes and strides that do not match");
-      if (offset < 0) fail("a tensor at a negative storage offset");
-      int64_t last = offset;
-      bool empty = false;
-      for (size_t i = 0; i < sizes.size(); ++i) {
-        if (sizes[i] < 0 || strides[i] < 0) fail("a tensor with a negative size or stride");
-        empty = empty || sizes[i] == 0;
-        int64_t reach = 0;
-        if (sizes[i] > 0 && (__builtin_mul_overflow(sizes[i] - 1, strides[i], &reach) ||
-                             __builtin_add_overflow(last, reach, &last)))
-          fail("a tensor reaches past its storage");
-      }
-      if (!empty && last >= args->items[0]->integer) fail("a tensor reaches past its storage");
-      int64_t numel = 1;  // strides of 0 let a small storage declare any size: bound the copy clone() makes
-      for (const int64_t size : sizes)
-        if (__builtin_mul_overflow(numel, size, &numel) || numel > (int64_t{1} << 40))
-          fail("a tensor of more than 2^40 elements");
-      ValuePtr tensor = make(Value::Kind::kTensor);
-      if (scan_only_) return tensor;
-      tensor->tensor = args->items[0]->tensor.as_strided(sizes, strides, offset).clone();
-      return tensor;
-    }
+    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") return rebuild_tensor(name, args);
     if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
       if (args->items.empty() || args->items[0]->kind != Value::Kind::kTensor) fail(name + " without a tensor");
       return args->items[0];
@@ -240,95 +242,117 @@ class Unpickler {
   }
 
   void step(uint8_t op) {
+    if (step_scalar(op) || step_container(op) || step_object(op) || step_memo(op)) return;
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "0x%02x", op);
+    fail(std::string("pickle opcode ") + hex + " is not one a state dict uses");
+  }
+
+  // Framing and scalar opcodes; false when `op` is none of them.
+  bool step_scalar(uint8_t op) {
     switch (op) {
-      case 0x80: take(1); break;                        // PROTO
-      case 0x95: take(8); break;                        // FRAME
-      case '(': push(make(Value::Kind::kMark)); break;
-      case 'N': push(make(Value::Kind::kNone)); break;
+      case 0x80: take(1); return true;                  // PROTO
+      case 0x95: take(8); return true;                  // FRAME
+      case '(': push(make(Value::Kind::kMark)); return true;
+      case 'N': push(make(Value::Kind::kNone)); return true;
       case 0x88: case 0x89: {                           // NEWTRUE, NEWFALSE
         ValuePtr v = make(Value::Kind::kBool);
         v->integer = op == 0x88;
         push(v);
-        break;
+        return true;
       }
-      case 'K': push(integer(take_le<uint8_t>())); break;   // BININT1
-      case 'M': push(integer(take_le<uint16_t>())); break;  // BININT2
-      case 'J': push(integer(take_le<int32_t>())); break;   // BININT
-      case 0x8a: {                                                      // LONG1
-        const uint8_t n = take_le<uint8_t>();
-        if (n > 8) fail("an integer wider than 64 bits");
-        const std::string bytes = take(n);
-        int64_t value = 0;
-        for (size_t i = 0; i < n; ++i) value |= static_cast<int64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
-        if (n > 0 && n < 8 && (static_cast<uint8_t>(bytes[n - 1]) & 0x80)) value -= int64_t{1} << (8 * n);
-        push(integer(value));
-        break;
-      }
-      case 'G': {                                                       // BINFLOAT, big-endian
-        std::string bytes = take(8);
-        std::reverse(bytes.begin(), bytes.end());
-        ValuePtr v = make(Value::Kind::kFloat);
-        std::memcpy(&v->real, bytes.data(), 8);
-        push(v);
-        break;
-      }
-      case 'X': push(string(take(take_le<uint32_t>()))); break;  // BINUNICODE
-      case 0x8c: push(string(take(take_le<uint8_t>()))); break;  // SHORT_BINUNICODE
-      case 'T': push(string(take(take_le<uint32_t>()))); break;  // BINSTRING
-      case 'U': push(string(take(take_le<uint8_t>()))); break;   // SHORT_BINSTRING
-      case 'c': {                                                            // GLOBAL
-        const std::string module = take_line();
-        ValuePtr v = make(Value::Kind::kGlobal);
-        v->text = module + "." + take_line();
-        push(v);
-        break;
-      }
-      case 0x93: {                                                           // STACK_GLOBAL
-        ValuePtr name = pop(), module = pop();
-        ValuePtr v = make(Value::Kind::kGlobal);
-        v->text = module->text + "." + name->text;
-        push(v);
-        break;
-      }
-      case ')': push(tuple({})); break;
-      case 0x85: { ValuePtr a = pop(); push(tuple({a})); break; }
-      case 0x86: { ValuePtr b = pop(), a = pop(); push(tuple({a, b})); break; }
-      case 0x87: { ValuePtr c = pop(), b = pop(), a = pop(); push(tuple({a, b, c})); break; }
-      case 't': push(tuple(pop_to_mark())); break;
-      case ']': push(make(Value::Kind::kList)); break;
+      case 'K': push(integer(take_le<uint8_t>())); return true;   // BININT1
+      case 'M': push(integer(take_le<uint16_t>())); return true;  // BININT2
+      case 'J': push(integer(take_le<int32_t>())); return true;   // BININT
+      case 0x8a: push(integer(take_long1())); return true;        // LONG1
+      case 'G': push(take_binfloat()); return true;               // BINFLOAT, big-endian
+      case 'X': case 'T': case 'B': push(string(take(take_le<uint32_t>()))); return true;    // BINUNICODE, BINSTRING, BINBYTES
+      case 0x8c: case 'U': case 'C': push(string(take(take_le<uint8_t>()))); return true;   // the SHORT_ forms
+      default: return false;
+    }
+  }
+
+  int64_t take_long1() {
+    const uint8_t n = take_le<uint8_t>();
+    if (n > 8) fail("an integer wider than 64 bits");
+    const std::string bytes = take(n);
+    int64_t value = 0;
+    for (size_t i = 0; i < n; ++i) value |= static_cast<int64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+    if (n > 0 && n < 8 && (static_cast<uint8_t>(bytes[n - 1]) & 0x80)) value -= int64_t{1} << (8 * n);
+    return value;
+  }
+
+  ValuePtr take_binfloat() {
+    std::string bytes = take(8);
+    std::reverse(bytes.begin(), bytes.end());
+    ValuePtr v = make(Value::Kind::kFloat);
+    std::memcpy(&v->real, bytes.data(), 8);
+    return v;
+  }
+
+  // Tuples, lists and dicts; false when `op` is none of their opcodes.
+  bool step_container(uint8_t op) {
+    switch (op) {
+      case ')': push(tuple({})); return true;
+      case 0x85: { ValuePtr a = pop(); push(tuple({a})); return true; }
+      case 0x86: { ValuePtr b = pop(), a = pop(); push(tuple({a, b})); return true; }
+      case 0x87: { ValuePtr c = pop(), b = pop(), a = pop(); push(tuple({a, b, c})); return true; }
+      case 't': push(tuple(pop_to_mark())); return true;
+      case ']': push(make(Value::Kind::kList)); return true;
       case 'l': {
         std::vector<ValuePtr> items = pop_to_mark();
         push(make(Value::Kind::kList));
         append("LIST", std::move(items));
-        break;
+        return true;
       }
-      case '}': push(make(Value::Kind::kDict)); break;
-      case 'a': { ValuePtr item = pop(); append("APPEND", {item}); break; }
-      case 'e': append("APPENDS", pop_to_mark()); break;
-      case 's': { ValuePtr value = pop(), key = pop(); set_items("SETITEM", {key, value}); break; }
-      case 'u': set_items("SETITEMS", pop_to_mark()); break;
-      case 'Q': push(load_storage(pop())); break;  // BINPERSID
-      case 'R': { ValuePtr args = pop(), callable = pop(); push(reduce(callable, args)); break; }
+      case '}': push(make(Value::Kind::kDict)); return true;
+      case 'a': { ValuePtr item = pop(); append("APPEND", {item}); return true; }
+      case 'e': append("APPENDS", pop_to_mark()); return true;
+      case 's': { ValuePtr value = pop(), key = pop(); set_items("SETITEM", {key, value}); return true; }
+      case 'u': set_items("SETITEMS", pop_to_mark()); return true;
+      default: return false;
+    }
+  }
+
+  // Globals, storages, calls and objects; false when `op` is none of their opcodes.
+  bool step_object(uint8_t op) {
+    switch (op) {
+      case 'c': {  // GLOBAL
+        const std::string module = take_line();
+        ValuePtr v = make(Value::Kind::kGlobal);
+        v->text = module + "." + take_line();
+        push(v);
+        return true;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        ValuePtr name = pop(), module = pop();
+        ValuePtr v = make(Value::Kind::kGlobal);
+        v->text = module->text + "." + name->text;
+        push(v);
+        return true;
+      }
+      case 'Q': push(load_storage(pop())); return true;  // BINPERSID
+      case 'R': { ValuePtr args = pop(), callable = pop(); push(reduce(callable, args)); return true; }
       case 0x81: {  // NEWOBJ: an instance of a class (LibTorch's modules, argparse.Namespace), kept inert
         pop();
         ValuePtr object = make(Value::Kind::kObject);
         object->text = pop()->text;
         push(object);
-        break;
+        return true;
       }
-      case 'B': push(string(take(take_le<uint32_t>()))); break;  // BINBYTES
-      case 'C': push(string(take(take_le<uint8_t>()))); break;   // SHORT_BINBYTES
-      case 'b': pop(); top("BUILD"); break;  // BUILD: the state of an OrderedDict (state_dict's _metadata) is not needed
-      case 'q': memo_put(take_le<uint8_t>()); break;
-      case 'r': memo_put(take_le<uint32_t>()); break;
-      case 0x94: memo_put(memo_.size()); break;  // MEMOIZE
-      case 'h': memo_get(take_le<uint8_t>()); break;
-      case 'j': memo_get(take_le<uint32_t>()); break;
-      default: {
-        char hex[8];
-        std::snprintf(hex, sizeof(hex), "0x%02x", op);
-        fail(std::string("pickle opcode ") + hex + " is not one a state dict uses");
-      }
+      case 'b': pop(); top("BUILD"); return true;  // BUILD: the state of an OrderedDict (state_dict's _metadata) is not needed
+      default: return false;
+    }
+  }
+
+  bool step_memo(uint8_t op) {
+    switch (op) {
+      case 'q': memo_put(take_le<uint8_t>()); return true;
+      case 'r': memo_put(take_le<uint32_t>()); return true;
+      case 0x94: memo_put(memo_.size()); return true;  // MEMOIZE
+      case 'h': memo_get(take_le<uint8_t>()); return true;
+      case 'j': memo_get(take_le<uint32_t>()); return true;
+      default: return false;
     }
   }
 

@@ -60,8 +60,19 @@ std::string encode_safetensors(const NamedTensorList& tensors, const std::map<st
   return out;
 }
 
-NamedTensorList decode_safetensors(const std::string& bytes, const std::string& source) {
-  if (bytes.size() < 8) throw Error(source + ": " + std::to_string(bytes.size()) + " bytes; a safetensors file starts with an 8-byte header length");
+namespace {
+
+struct SafetensorsEntry {
+  std::string name;
+  torch::ScalarType type;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;
+};
+
+// The JSON header after the 8-byte length; `data_start` is where the tensors' bytes begin.
+nlohmann::json safetensors_header(const std::string& bytes, const std::string& source, size_t* data_start) {
+  if (bytes.size() < 8)
+    throw Error(source + ": " + std::to_string(bytes.size()) + " bytes; a safetensors file starts with an 8-byte header length");
   uint64_t length = 0;
   std::memcpy(&length, bytes.data(), 8);
   if (length > bytes.size() - 8)
@@ -69,64 +80,65 @@ NamedTensorList decode_safetensors(const std::string& bytes, const std::string& 
                 std::to_string(bytes.size() - 8) + " bytes after it");
   if (length == 0 || bytes[8] != '{') throw Error(source + ": byte 8: expected the JSON header to start with '{'");
   std::string problem;
-  const nlohmann::json header =
-      parse_json(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length), &problem);
+  nlohmann::json header = parse_json(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length), &problem);
   if (header.is_discarded())
     throw Error(source + ": bytes 8.." + std::to_string(8 + length) + ": the header is not valid JSON (" + problem + ")");
   if (!header.is_object()) throw Error(source + ": byte 8: the header must be a JSON object");
-  const size_t data_start = 8 + length, data_size = bytes.size() - data_start;
+  *data_start = 8 + length;
+  return header;
+}
 
-  struct Entry {
-    std::string name;
-    torch::ScalarType type;
-    std::vector<int64_t> shape;
-    uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
-  for (const auto& [name, info] : header.items()) {
-    const std::string where = source + ": tensor '" + name + "'";
-    if (name == "__metadata__") {
-      if (!info.is_object()) throw Error(source + ": __metadata__ must be an object of strings");
-      for (const auto& [key, value] : info.items())
-        if (!value.is_string()) throw Error(source + ": __metadata__." + key + ": expected a string");
-      continue;
-    }
-    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
-      throw Error(where + ": expected {\"dtype\", \"shape\", \"data_offsets\"}");
-    Entry entry{name, torch::kFloat, {}, 0, 0};
-    bool known = false;
-    for (const auto& d : kDtypes)
-      if (info["dtype"].is_string() && info["dtype"].get<std::string>() == d.name) entry.type = d.type, known = true;
-    if (!known) throw Error(where + ": dtype " + info["dtype"].dump() + " is not one mpt reads (F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
-    if (!info["shape"].is_array()) throw Error(where + ": shape must be an array");
-    int64_t numel = 1;
-    for (const auto& dim : info["shape"]) {
-      if (!dim.is_number_unsigned()) throw Error(where + ": shape " + info["shape"].dump() + " must hold non-negative integers");
-      const uint64_t size = dim.get<uint64_t>();
-      if (size > (uint64_t{1} << 40) || __builtin_mul_overflow(numel, static_cast<int64_t>(size), &numel) ||
-          numel > (int64_t{1} << 40))
-        throw Error(where + ": shape " + info["shape"].dump() + " is larger than any tensor mpt reads");
-      entry.shape.push_back(static_cast<int64_t>(size));
-    }
-    const auto& offsets = info["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-      throw Error(where + ": data_offsets must be [begin, end]");
-    entry.begin = offsets[0].get<uint64_t>(), entry.end = offsets[1].get<uint64_t>();
-    const uint64_t expected = static_cast<uint64_t>(numel) * c10::elementSize(entry.type);
-    if (entry.end < entry.begin || entry.end - entry.begin != expected)
-      throw Error(where + ": data_offsets " + offsets.dump() + " hold " + std::to_string(entry.end - entry.begin) +
-                  " bytes; " + info["dtype"].get<std::string>() + " " + shape_text(entry.shape) + " needs " + std::to_string(expected));
-    if (entry.end > data_size)
-      throw Error(where + ": data_offsets " + offsets.dump() + " run past the file's " + std::to_string(data_size) +
-                  " data bytes (truncated?)");
-    entries.push_back(std::move(entry));
+// The element count of a header's shape, refused past what mpt reads.
+int64_t safetensors_numel(const nlohmann::json& shape, const std::string& where, std::vector<int64_t>& dims) {
+  if (!shape.is_array()) throw Error(where + ": shape must be an array");
+  int64_t numel = 1;
+  for (const auto& dim : shape) {
+    if (!dim.is_number_unsigned()) throw Error(where + ": shape " + shape.dump() + " must hold non-negative integers");
+    const uint64_t size = dim.get<uint64_t>();
+    if (size > (uint64_t{1} << 40) || __builtin_mul_overflow(numel, static_cast<int64_t>(size), &numel) ||
+        numel > (int64_t{1} << 40))
+      throw Error(where + ": shape " + shape.dump() + " is larger than any tensor mpt reads");
+    dims.push_back(static_cast<int64_t>(size));
   }
-  // The data must be exactly the tensors' bytes: no holes, no overlaps, nothing trailing.
-  std::vector<const Entry*> by_offset;
+  return numel;
+}
+
+SafetensorsEntry safetensors_entry(const std::string& name, const nlohmann::json& info, const std::string& source,
+                                   size_t data_size) {
+  const std::string where = source + ": tensor '" + name + "'";
+  if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+    throw Error(where + ": expected {\"dtype\", \"shape\", \"data_offsets\"}");
+  SafetensorsEntry entry{name, torch::kFloat, {}, 0, 0};
+  const auto known = std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](const auto& d) {
+    return info["dtype"].is_string() && info["dtype"].get<std::string>() == d.name;
+  });
+  if (known == std::end(kDtypes))
+    throw Error(where + ": dtype " + info["dtype"].dump() + " is not one mpt reads (F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
+  entry.type = known->type;
+  const int64_t numel = safetensors_numel(info["shape"], where, entry.shape);
+  const auto& offsets = info["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+    throw Error(where + ": data_offsets must be [begin, end]");
+  entry.begin = offsets[0].get<uint64_t>(), entry.end = offsets[1].get<uint64_t>();
+  const uint64_t expected = static_cast<uint64_t>(numel) * c10::elementSize(entry.type);
+  if (entry.end < entry.begin || entry.end - entry.begin != expected)
+    throw Error(where + ": data_offsets " + offsets.dump() + " hold " + std::to_string(entry.end - entry.begin) +
+                " bytes; " + info["dtype"].get<std::string>() + " " + shape_text(entry.shape) + " needs " + std::to_string(expected));
+  if (entry.end > data_size)
+    throw Error(where + ": data_offsets " + offsets.dump() + " run past the file's " + std::to_string(data_size) +
+                " data bytes (truncated?)");
+  return entry;
+}
+
+// The entries in data order, after checking that the data is exactly the tensors' bytes: no holes, no overlaps,
+// nothing trailing.
+std::vector<const SafetensorsEntry*> in_data_order(const std::vector<SafetensorsEntry>& entries, const std::string& source,
+                                                   size_t data_start, size_t data_size) {
+  std::vector<const SafetensorsEntry*> by_offset;
   for (const auto& e : entries) by_offset.push_back(&e);
-  std::stable_sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  std::stable_sort(by_offset.begin(), by_offset.end(), [](const auto* a, const auto* b) { return a->begin < b->begin; });
   uint64_t expected_begin = 0;
-  for (const Entry* e : by_offset) {
+  for (const SafetensorsEntry* e : by_offset) {
     if (e->begin != expected_begin)
       throw Error(source + ": tensor '" + e->name + "' starts at data byte " + std::to_string(e->begin) + ", expected " +
                   std::to_string(expected_begin) + (e->begin < expected_begin ? " (overlaps the previous tensor)" : " (a hole)"));
@@ -135,13 +147,30 @@ NamedTensorList decode_safetensors(const std::string& bytes, const std::string& 
   if (expected_begin != data_size)
     throw Error(source + ": byte " + std::to_string(data_start + expected_begin) + ": " +
                 std::to_string(data_size - expected_begin) + " bytes after the last tensor");
+  return by_offset;
+}
 
+}  // namespace
+
+NamedTensorList decode_safetensors(const std::string& bytes, const std::string& source) {
+  size_t data_start = 0;
+  const nlohmann::json header = safetensors_header(bytes, source, &data_start);
+  const size_t data_size = bytes.size() - data_start;
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& [name, info] : header.items()) {
+    if (name != "__metadata__") {
+      entries.push_back(safetensors_entry(name, info, source, data_size));
+      continue;
+    }
+    if (!info.is_object()) throw Error(source + ": __metadata__ must be an object of strings");
+    for (const auto& [key, value] : info.items())
+      if (!value.is_string()) throw Error(source + ": __metadata__." + key + ": expected a string");
+  }
   NamedTensorList tensors;  // in data order: the order the writer gave
-  for (const Entry* entry : by_offset) {
-    const Entry& e = *entry;
-    torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.type));
-    if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes.data() + data_start + e.begin, e.end - e.begin);
-    tensors.emplace_back(e.name, t);
+  for (const SafetensorsEntry* e : in_data_order(entries, source, data_start, data_size)) {
+    torch::Tensor t = torch::empty(e->shape, torch::TensorOptions().dtype(e->type));
+    if (e->end > e->begin) std::memcpy(t.data_ptr(), bytes.data() + data_start + e->begin, e->end - e->begin);
+    tensors.emplace_back(e->name, t);
   }
   return tensors;
 }

@@ -21,8 +21,6 @@ std::string encode_safetensors(const NamedTensorList& tensors, const std::map<st
 // mpt::Error naming `source`, the tensor and the byte offset or field that is wrong.
 NamedTensorList decode_safetensors(const std::string& bytes, const std::string& source);
 
-// PyTorch's zip format: a dict of tensors torch.load reads (LibTorch's pickler); torch_pickle.h reads them back.
-std::vector<char> encode_torch(const NamedTensorList& tensors);
 
 // Reads a weights file by content: safetensors, PyTorch zip, or an mpt checkpoint's model tensors.
 NamedTensorList read_weights(const std::string& path);

@@ -36,8 +36,8 @@ torch::Tensor project(const precision::ModulePolicy& policy, const torch::nn::Li
 
 // The MLM decoder, h E^T + b with E the tied word embeddings, as one autograd node whose weight gradient is
 // computed as grad^T h: a contiguous (V, H) tensor of its own, into which autograd adds the lookup's sparse
-// gradient in place. Through addmm(b, h, E^T) LibTorch 1.13 returns the transpose of h^T grad, which cannot
-// take an in-place add, so the sum became a dense (V, H) add against the grain (94 MB each way for bert-base).
+// gradient in place. Through addmm(b, h, E^T) autograd returned the transpose of h^T grad, which cannot take an
+// in-place add, so the sum became a dense (V, H) add against the grain (docs/findings.md).
 struct TiedDecoderFunction : public torch::autograd::Function<TiedDecoderFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h,
                                const torch::Tensor& embedding, const torch::Tensor& bias) {
@@ -132,8 +132,8 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& config, const precision
 }
 
 torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& ids) {
-  // Positions are 0..S-1, so their embeddings are the table's first S rows: a view, not a lookup (LibTorch 1.13's
-  // index_select on a BF16 table under master_weights was slow even for these few rows; docs/findings.md).
+  // Positions are 0..S-1, so their embeddings are the table's first S rows: a view, not a lookup (index_select on a
+  // BF16 table under master_weights was slow even for these few rows; docs/findings.md).
   const torch::Tensor positions = position_embeddings_->weight.narrow(0, 0, ids.size(1));  // (S, H)
   // One segment: every token has type 0, so its embedding is row 0 broadcast over the batch.
   torch::Tensor x = word_embeddings->forward(ids) + positions + token_type_embeddings_->weight[0];  // (B, S, H)

@@ -46,8 +46,8 @@ torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) 
 // FP32 island) that output is BF16/FP16, and the layer's weights and running statistics stay FP32: LibTorch's CPU
 // kernel and cuDNN then compute the statistics and the normalisation in FP32 and round only the result, as
 // PyTorch AMP's batch norm does (tested bit-equal to FP32 batch norm rounded to BF16). This saves casting every
-// activation to FP32 and back, a sizeable part of a ResNet-50 BF16 step (docs/findings.md). LibTorch 1.13's CPU
-// inference kernel does round in between (2 ulp off), so evaluation normalises an FP32 copy.
+// activation to FP32 and back, a sizeable part of a ResNet-50 BF16 step (docs/findings.md). LibTorch's CPU
+// inference kernel was found to round in between (2 ulp off), so evaluation normalises an FP32 copy.
 torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x, distributed::Group* group) {
   const bool low_precision_eval = !norm.is_training() && x.scalar_type() != norm.weight.scalar_type();
   return distributed::sync_batch_norm(norm, low_precision_eval ? x.to(norm.weight.scalar_type()) : x, group);
@@ -67,8 +67,8 @@ torch::Tensor norm_add_relu(torch::nn::BatchNorm2dImpl& norm, const precision::M
   return relu ? torch::relu(out) : out;
 }
 
-// oneDNN 2.6's CPU convolutions (LibTorch 1.13) are slowest on small images, where the same products as one matrix
-// multiplication run several times faster (forward + backward, channels-last; docs/findings.md). Hence the largest
+// oneDNN's CPU convolutions were measured slowest on small images, where the same products as one matrix
+// multiplication ran several times faster (forward + backward, channels-last; docs/findings.md). Hence the largest
 // output sizes that take the matmul: in BF16 up to 7 x 7 px for a 1x1 convolution and 4 x 4 for a 3x3 one (as a
 // product of the 9 shifted views, "im2col"), beyond which the convolution wins; in FP32 (OpenBLAS) only 2 x 2 for
 // both, as at 4 x 4 the matmul gained too little alone and made ResNet-50's FP32 step slower.

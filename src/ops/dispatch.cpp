@@ -1,4 +1,4 @@
-// See hand_kernels.h.
+// See dispatch.h.
 #include "ops/dispatch.h"
 
 #include <atomic>

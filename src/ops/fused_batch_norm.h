@@ -1,9 +1,9 @@
 // Training batch norm on BF16 channels-last activations, with the ReLU and the residual add that follow it in a
 // ResNet block done in the same passes, hand-vectorised for CPUs with AVX512-BF16.
 //
-// Why: LibTorch 1.13's CPU kernels for these ops run no faster on BF16 than on FP32 (batch norm's forward as slow
-// in both; BF16 ReLU and add slower than FP32 on their own; docs/findings.md), because each element is widened and
-// rounded back by scalar-like code. Here a widening is two instructions per 16 elements and the rounding one
+// Why: LibTorch's CPU kernels for these ops ran no faster on BF16 than on FP32 when measured (batch norm's forward
+// as slow in both, BF16 ReLU and add slower than FP32 on their own; docs/findings.md has the runs), because each
+// element is widened and rounded back by scalar-like code. Here a widening is two instructions per 16 elements and the rounding one
 // (vcvtneps2bf16), so the passes run at the speed of memory, which is half FP32's traffic.
 //
 // Numerics match LibTorch's batch norm: statistics and normalisation in FP32 (sums in FP32 over blocks of rows,

@@ -9,7 +9,7 @@ namespace mpt::ops {
 namespace {
 
 // The multi-tensor steps. Each collects a group's parameters with gradients, their gradients and state, then
-// applies LibTorch's per-parameter arithmetic (adam.cpp, adamw.cpp, sgd.cpp) list by list; per-parameter
+// applies LibTorch's per-parameter arithmetic (torch/csrc/api/src/optim/{adam,adamw,sgd}.cpp) list by list; per-parameter
 // scalars (bias corrections, which depend on each parameter's own step count) go in as scalar lists.
 bool multi_tensor_covers(torch::optim::Optimizer& optimizer) {
   for (auto& group : optimizer.param_groups()) {

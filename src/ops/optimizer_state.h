@@ -13,9 +13,9 @@
 
 namespace mpt::ops {
 
-// The key of a parameter in Optimizer::state_: a string of its TensorImpl address in LibTorch 1.13, the
-// address itself in later versions. The string is what 1.13's c10::guts::to_string writes (an ostream of the
-// pointer); later versions dropped that function.
+// The key of a parameter in Optimizer::state_: a string of its TensorImpl address in LibTorch before 2.0, the
+// address itself since. The string is what c10::guts::to_string wrote then (an ostream of the pointer); later
+// versions dropped that function.
 template <typename Map>
 typename Map::key_type state_key(const torch::Tensor& p) {
   using Key = typename Map::key_type;

@@ -113,6 +113,78 @@ std::vector<std::string> suspects(const std::vector<RunRecord>& runs) {
 
 std::string percent(double fraction) { return fmt::format("{:.2f}%", 100.0 * fraction); }
 
+void fail(Comparison& c, std::string why) {
+  c.failures.push_back(std::move(why));
+  if (c.verdict == Verdict::kPass) c.verdict = Verdict::kFail;
+}
+
+void run_failed(Comparison& c, std::string why) {
+  c.failures.push_back(std::move(why));
+  c.verdict = Verdict::kRunFailed;
+}
+
+// A run that did not finish cannot be judged, except a diverged candidate: that is the verdict.
+void judge_run_status(Comparison& c, const std::vector<RunRecord>& a_runs, const std::vector<RunRecord>& b_runs) {
+  for (const RunRecord& run : a_runs)
+    if (run.status != "completed")
+      run_failed(c, fmt::format("baseline run {} ended '{}'{}", run.dir, run.status,
+                                run.diagnosis.empty() ? "" : ": " + run.diagnosis));
+  for (const RunRecord& run : b_runs) {
+    if (run.status == "diverged")
+      fail(c, fmt::format("{} diverged: {}", run.dir, run.diagnosis));
+    else if (run.status != "completed")
+      run_failed(c, fmt::format("run {} ended '{}'", run.dir, run.status));
+  }
+}
+
+// Test accuracy when both sides report it, else the evaluation loss; a side with neither cannot be judged.
+void judge_quality(Comparison& c) {
+  const Thresholds& thresholds = c.thresholds;
+  if (!c.a.accuracies.empty() && !c.b.accuracies.empty()) {
+    if (-c.accuracy_gap > thresholds.max_accuracy_drop)
+      fail(c, fmt::format("test accuracy {:.4f} is {} below the baseline's {:.4f} (allowed: {})", c.b.accuracy,
+                          percent(-c.accuracy_gap), c.a.accuracy, percent(thresholds.max_accuracy_drop)));
+    else if (c.accuracy_gap > thresholds.max_accuracy_drop)
+      c.notes.push_back(
+          fmt::format("B's accuracy is {} above A's: more than the bar, so the runs are not "
+                      "equivalent, though B is not worse",
+                      percent(c.accuracy_gap)));
+    if (c.repeats > 1)
+      c.notes.push_back(fmt::format("seed-to-seed noise (pooled std over {} seeds): {}; the gap is {} it", c.repeats,
+                                    percent(c.accuracy_noise),
+                                    std::abs(c.accuracy_gap) <= 2 * c.accuracy_noise ? "within 2x" : "beyond 2x"));
+  } else if (std::isfinite(c.a.eval_loss) && !std::isnan(c.b.eval_loss)) {
+    const double rise = (c.b.eval_loss - c.a.eval_loss) / std::abs(c.a.eval_loss);
+    if (!(rise <= thresholds.max_eval_loss_rise))
+      fail(c, fmt::format("evaluation loss {:.4f} is {} above the baseline's {:.4f} (allowed: {})", c.b.eval_loss,
+                          percent(rise), c.a.eval_loss, percent(thresholds.max_eval_loss_rise)));
+  } else {
+    fail(c, "the runs have no evaluation metric to compare (did they evaluate?)");
+  }
+}
+
+// How B trained: whether it converged to A's loss, how rough its loss curve is, how many steps it skipped.
+void judge_training(Comparison& c) {
+  const Thresholds& thresholds = c.thresholds;
+  // Missing the target by a hair at the very end is noise; ending clearly above it is slower convergence.
+  if (std::isfinite(c.convergence_target) && !c.b.steps_to_target &&
+      !(c.b.final_smoothed_loss <= c.convergence_target * (1.0 + thresholds.max_final_loss_excess)))
+    fail(c, fmt::format("B never reached the baseline's loss {:.4f} (A's smoothed loss at {:.0f}% of training) and "
+                        "ended at {:.4f}, more than {} above it",
+                        c.convergence_target, 100 * thresholds.convergence_point, c.b.final_smoothed_loss,
+                        percent(thresholds.max_final_loss_excess)));
+
+  const double roughness_ratio = c.a.roughness > 0 ? c.b.roughness / c.a.roughness : 1.0;
+  if (roughness_ratio > thresholds.max_roughness_ratio)
+    fail(c, fmt::format("B's loss curve is {:.1f}x as rough as A's ({:.4f} vs {:.4f}; allowed: {:.1f}x)",
+                        roughness_ratio, c.b.roughness, c.a.roughness, thresholds.max_roughness_ratio));
+
+  const double skipped_fraction = c.b.steps > 0 ? static_cast<double>(c.b.skipped_steps) / c.b.steps : 0.0;
+  if (skipped_fraction > thresholds.max_skipped_fraction)
+    fail(c, fmt::format("B skipped {} of {} optimizer steps ({}) on gradient overflow (allowed: {})", c.b.skipped_steps,
+                        c.b.steps, percent(skipped_fraction), percent(thresholds.max_skipped_fraction)));
+}
+
 }  // namespace
 
 const char* verdict_name(Verdict verdict) {
@@ -147,68 +219,16 @@ Comparison compare_runs(const std::vector<RunRecord>& a_runs, const std::vector<
   c.accuracy_gap = c.b.accuracy - c.a.accuracy;
   c.relative_accuracy_gap = c.a.accuracy > 0 ? c.accuracy_gap / c.a.accuracy : NAN;
   if (c.repeats > 1)
-    c.accuracy_noise = std::sqrt((c.a.accuracy_stddev * c.a.accuracy_stddev + c.b.accuracy_stddev * c.b.accuracy_stddev) / 2);
+    c.accuracy_noise =
+        std::sqrt((c.a.accuracy_stddev * c.a.accuracy_stddev + c.b.accuracy_stddev * c.b.accuracy_stddev) / 2);
   c.speedup = ratio(c.b.samples_per_sec, c.a.samples_per_sec);
   c.step_time_ratio = ratio(c.b.median_step_ms, c.a.median_step_ms);
   c.memory_ratio = ratio(c.b.peak_memory_bytes, c.a.peak_memory_bytes);
 
-  auto fail = [&](std::string why) {
-    c.failures.push_back(std::move(why));
-    if (c.verdict == Verdict::kPass) c.verdict = Verdict::kFail;
-  };
-  auto run_failed = [&](std::string why) {
-    c.failures.push_back(std::move(why));
-    c.verdict = Verdict::kRunFailed;
-  };
-
-  // A run that did not finish cannot be judged, except a diverged candidate: that is the verdict.
-  for (const RunRecord& run : a_runs)
-    if (run.status != "completed")
-      run_failed(fmt::format("baseline run {} ended '{}'{}", run.dir, run.status,
-                             run.diagnosis.empty() ? "" : ": " + run.diagnosis));
-  for (const RunRecord& run : b_runs) {
-    if (run.status == "diverged") fail(fmt::format("{} diverged: {}", run.dir, run.diagnosis));
-    else if (run.status != "completed") run_failed(fmt::format("run {} ended '{}'", run.dir, run.status));
-  }
+  judge_run_status(c, a_runs, b_runs);
   if (c.verdict == Verdict::kRunFailed) return c;
-
-  if (!c.a.accuracies.empty() && !c.b.accuracies.empty()) {
-    if (-c.accuracy_gap > thresholds.max_accuracy_drop)
-      fail(fmt::format("test accuracy {:.4f} is {} below the baseline's {:.4f} (allowed: {})", c.b.accuracy,
-                       percent(-c.accuracy_gap), c.a.accuracy, percent(thresholds.max_accuracy_drop)));
-    else if (c.accuracy_gap > thresholds.max_accuracy_drop)
-      c.notes.push_back(fmt::format("B's accuracy is {} above A's: more than the bar, so the runs are not "
-                                    "equivalent, though B is not worse", percent(c.accuracy_gap)));
-    if (c.repeats > 1)
-      c.notes.push_back(fmt::format("seed-to-seed noise (pooled std over {} seeds): {}; the gap is {} it",
-                                    c.repeats, percent(c.accuracy_noise),
-                                    std::abs(c.accuracy_gap) <= 2 * c.accuracy_noise ? "within 2x" : "beyond 2x"));
-  } else if (std::isfinite(c.a.eval_loss) && !std::isnan(c.b.eval_loss)) {
-    const double rise = (c.b.eval_loss - c.a.eval_loss) / std::abs(c.a.eval_loss);
-    if (!(rise <= thresholds.max_eval_loss_rise))
-      fail(fmt::format("evaluation loss {:.4f} is {} above the baseline's {:.4f} (allowed: {})", c.b.eval_loss,
-                       percent(rise), c.a.eval_loss, percent(thresholds.max_eval_loss_rise)));
-  } else {
-    fail("the runs have no evaluation metric to compare (did they evaluate?)");
-  }
-
-  // Missing the target by a hair at the very end is noise; ending clearly above it is slower convergence.
-  if (std::isfinite(c.convergence_target) && !c.b.steps_to_target &&
-      !(c.b.final_smoothed_loss <= c.convergence_target * (1.0 + thresholds.max_final_loss_excess)))
-    fail(fmt::format("B never reached the baseline's loss {:.4f} (A's smoothed loss at {:.0f}% of training) and "
-                     "ended at {:.4f}, more than {} above it",
-                     c.convergence_target, 100 * thresholds.convergence_point, c.b.final_smoothed_loss,
-                     percent(thresholds.max_final_loss_excess)));
-
-  const double roughness_ratio = c.a.roughness > 0 ? c.b.roughness / c.a.roughness : 1.0;
-  if (roughness_ratio > thresholds.max_roughness_ratio)
-    fail(fmt::format("B's loss curve is {:.1f}x as rough as A's ({:.4f} vs {:.4f}; allowed: {:.1f}x)",
-                     roughness_ratio, c.b.roughness, c.a.roughness, thresholds.max_roughness_ratio));
-
-  const double skipped_fraction = c.b.steps > 0 ? static_cast<double>(c.b.skipped_steps) / c.b.steps : 0.0;
-  if (skipped_fraction > thresholds.max_skipped_fraction)
-    fail(fmt::format("B skipped {} of {} optimizer steps ({}) on gradient overflow (allowed: {})", c.b.skipped_steps,
-                     c.b.steps, percent(skipped_fraction), percent(thresholds.max_skipped_fraction)));
+  judge_quality(c);
+  judge_training(c);
 
   if (c.verdict == Verdict::kFail && !c.suspects.empty())
     c.notes.push_back("the precision engine named these layers in B's run; consider keeping them in FP32 "

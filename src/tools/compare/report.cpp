@@ -153,20 +153,9 @@ li{margin:3px 0}code{background:#f3f3f3;padding:1px 4px}
 )";
 }
 
-}  // namespace
-
-std::string render_html(const Comparison& c, const RunRecord& a, const RunRecord& b) {
-  const std::string a_label = "A " + c.a.name + " (" + c.a.precision + ")";
-  const std::string b_label = "B " + c.b.name + " (" + c.b.precision + ")";
-  std::vector<ChartSpec> charts;
-  charts.push_back({"chart-loss", "Training loss", "step", "loss", false,
-                    {series(a_label, kColorA, a.train_loss), series(b_label, kColorB, b.train_loss)}, {}});
-  const bool accuracy = !a.eval_accuracy.empty() || !b.eval_accuracy.empty();
-  charts.push_back({"chart-eval", accuracy ? "Test accuracy" : "Evaluation loss", "step",
-                    accuracy ? "accuracy" : "loss", false,
-                    {series(a_label, kColorA, accuracy ? a.eval_accuracy : a.eval_loss),
-                     series(b_label, kColorB, accuracy ? b.eval_accuracy : b.eval_loss)},
-                    {}});
+// Each side's loss scale where it ever left 1, and its backoffs as markers.
+ChartSpec loss_scale_chart(const RunRecord& a, const RunRecord& b, const std::string& a_label,
+                           const std::string& b_label) {
   ChartSpec scale{"chart-loss-scale", "Loss scale (triangles: backoffs)", "step", "scale", true, {}, {}};
   for (const auto* run : {&a, &b}) {
     const bool is_a = run == &a;
@@ -178,22 +167,57 @@ std::string render_html(const Comparison& c, const RunRecord& a, const RunRecord
         scale.markers.push_back({static_cast<double>(e.step), e.new_scale, is_a ? kColorA : kColorB,
                                  fmt::format("{}: backoff at step {} to {:g}", is_a ? "A" : "B", e.step, e.new_scale)});
   }
-  charts.push_back(std::move(scale));
+  return scale;
+}
+
+// The FP8 scales each side logged (none unless precision.mode is fp8), one colour per role and side.
+ChartSpec fp8_scale_chart(const RunRecord& a, const RunRecord& b, const std::string& a_label,
+                          const std::string& b_label) {
   ChartSpec fp8{"chart-fp8-scale", "FP8 scales, smallest over the layers (precision.mode fp8)", "step", "scale",
                 true, {}, {}};
   const char* fp8_colors[2][3] = {{"#2ca02c", "#9467bd", "#d62728"}, {"#98df8a", "#c5b0d5", "#ff9896"}};  // A, B
   for (const auto* run : {&a, &b}) {
-    const std::pair<const char*, const Curve*> roles[] = {
-        {"input", &run->fp8_input_scale}, {"weight", &run->fp8_weight_scale}, {"output gradient", &run->fp8_grad_scale}};
+    const std::pair<const char*, const Curve*> roles[] = {{"input", &run->fp8_input_scale},
+                                                          {"weight", &run->fp8_weight_scale},
+                                                          {"output gradient", &run->fp8_grad_scale}};
     for (size_t r = 0; r < 3; ++r)
       if (!roles[r].second->empty())
         fp8.series.push_back(series(fmt::format("{} {}", run == &a ? a_label : b_label, roles[r].first),
                                     fp8_colors[run == &a ? 0 : 1][r], *roles[r].second));
   }
+  return fp8;
+}
+
+std::vector<ChartSpec> html_charts(const Comparison& c, const RunRecord& a, const RunRecord& b) {
+  const std::string a_label = "A " + c.a.name + " (" + c.a.precision + ")";
+  const std::string b_label = "B " + c.b.name + " (" + c.b.precision + ")";
+  std::vector<ChartSpec> charts;
+  charts.push_back({"chart-loss",
+                    "Training loss",
+                    "step",
+                    "loss",
+                    false,
+                    {series(a_label, kColorA, a.train_loss), series(b_label, kColorB, b.train_loss)},
+                    {}});
+  const bool accuracy = !a.eval_accuracy.empty() || !b.eval_accuracy.empty();
+  charts.push_back({"chart-eval",
+                    accuracy ? "Test accuracy" : "Evaluation loss",
+                    "step",
+                    accuracy ? "accuracy" : "loss",
+                    false,
+                    {series(a_label, kColorA, accuracy ? a.eval_accuracy : a.eval_loss),
+                     series(b_label, kColorB, accuracy ? b.eval_accuracy : b.eval_loss)},
+                    {}});
+  charts.push_back(loss_scale_chart(a, b, a_label, b_label));
+  ChartSpec fp8 = fp8_scale_chart(a, b, a_label, b_label);
   if (!fp8.series.empty()) charts.push_back(std::move(fp8));
   charts.push_back({"chart-throughput", "Throughput", "step", "samples/s", false,
                     {series(a_label, kColorA, a.samples_per_sec), series(b_label, kColorB, b.samples_per_sec)}, {}});
+  return charts;
+}
 
+// The page's head, title, verdict badge and the reasons for the verdict.
+std::string html_heading(const Comparison& c) {
   const std::string verdict_class = c.verdict == Verdict::kRunFailed ? "RUN" : verdict_name(c.verdict);
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
   html += fmt::format("<title>mpt A/B: {} vs {}</title>\n<style>\n{}</style>\n</head>\n<body>\n", xml_escape(c.a.name),
@@ -207,18 +231,29 @@ std::string render_html(const Comparison& c, const RunRecord& a, const RunRecord
     for (const auto& n : c.notes) html += "<li>" + xml_escape(n) + "</li>\n";
     html += "</ul>\n";
   }
-  html += fmt::format("<table id=\"summary\">\n<tr><th>measure</th><th>A: {}</th><th>B: {}</th><th>B vs A</th></tr>\n",
-                      xml_escape(c.a.name), xml_escape(c.b.name));
+  return html;
+}
+
+std::string html_summary_table(const Comparison& c) {
+  std::string html =
+      fmt::format("<table id=\"summary\">\n<tr><th>measure</th><th>A: {}</th><th>B: {}</th><th>B vs A</th></tr>\n",
+                  xml_escape(c.a.name), xml_escape(c.b.name));
   for (const Row& r : rows(c))
-    html += fmt::format("<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
-                        xml_escape(r.label), xml_escape(r.a), xml_escape(r.b), xml_escape(r.versus));
-  html += "</table>\n<div class=\"charts\">\n";
-  for (const auto& chart : charts) html += svg_line_chart(chart);
-  html += "</div>\n";
-  html += fmt::format("<p>Runs: A <code>{}</code>, B <code>{}</code>; {} repeat(s). TensorBoard: "
-                      "<code>tensorboard --logdir {}</code> overlays them.</p>\n",
-                      xml_escape(c.a.dir), xml_escape(c.b.dir), c.repeats,
-                      xml_escape(std::filesystem::path(c.a.dir).parent_path().string()));
+    html += fmt::format(
+        "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td></tr>\n",
+        xml_escape(r.label), xml_escape(r.a), xml_escape(r.b), xml_escape(r.versus));
+  html += "</table>\n";
+  return html;
+}
+
+// The runs, the spec differences allowed, and what every measure means.
+std::string html_footer(const Comparison& c) {
+  std::string html = fmt::format(
+      "<p>Runs: A <code>{}</code>, B <code>{}</code>; {} repeat(s). TensorBoard: "
+      "<code>tensorboard --logdir {}</code> overlays them.</p>\n",
+      xml_escape(c.a.dir), xml_escape(c.b.dir), c.repeats,
+      xml_escape(std::filesystem::path(c.a.dir).parent_path().string()));
   if (!c.allowed_differences.empty()) {
     html += "<p>Spec differences besides precision, allowed with --allow-diff:</p>\n<ul>\n";
     for (const auto& d : c.allowed_differences) html += "<li>" + xml_escape(d) + "</li>\n";
@@ -227,6 +262,18 @@ std::string render_html(const Comparison& c, const RunRecord& a, const RunRecord
   html += "<h2>Definitions</h2>\n<ul id=\"definitions\">\n";
   for (const auto& d : metric_definitions(c.thresholds)) html += "<li>" + xml_escape(d) + "</li>\n";
   html += "</ul>\n</body>\n</html>\n";
+  return html;
+}
+
+}  // namespace
+
+std::string render_html(const Comparison& c, const RunRecord& a, const RunRecord& b) {
+  const std::vector<ChartSpec> charts = html_charts(c, a, b);
+  std::string html = html_heading(c) + html_summary_table(c);
+  html += "<div class=\"charts\">\n";
+  for (const auto& chart : charts) html += svg_line_chart(chart);
+  html += "</div>\n";
+  html += html_footer(c);
   return html;
 }
 

@@ -150,9 +150,9 @@ struct LoadProbe {
   }
 };
 
-// `rounds` runs of `mpt bench` on a train job's spec appended to metrics.bench_rounds, each timing about 2 s of
-// steps (30 MLP steps, 0.1 s, swung 10% from run to run here; 600 steps 3%); metrics.bench_samples_per_sec becomes
-// the median of all its rounds. False when a run failed.
+// `rounds` runs of `mpt bench` on a train job's spec appended to metrics.bench_rounds, each timing enough steps to
+// steady the rate (a few dozen swung much more than a few hundred; docs/nightly.md); metrics.bench_samples_per_sec
+// becomes the median of all its rounds. False when a run failed.
 bool time_train_job(const Job& job, const std::string& job_dir, int rounds, nlohmann::json& metrics,
                     const volatile int* stop_requested) {
   const double step_ms = metrics.contains("median_step_ms") && metrics["median_step_ms"].is_number()

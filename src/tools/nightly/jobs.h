@@ -15,8 +15,8 @@ Job job_from_json(const nlohmann::json& json);
 // Runs `job` into `job_dir` (train: the run directory, resumed when it holds checkpoints; ab_compare: the
 // --out folder, finished runs reused), output to job_dir/job.log, within the job's time budget. Returns the
 // record for history.jsonl without its night-level fields; status is ok, failed, timeout, diverged or
-// verdict_fail. A train job that finished is then timed in `speed_rounds` runs of `mpt bench` of about 2 s each
-// (one training run's mean swings ~10% from process to process): metrics.bench_rounds, and their median
+// verdict_fail. A train job that finished is then timed in `speed_rounds` short runs of `mpt bench` (one training
+// run's mean swings from process to process; docs/nightly.md): metrics.bench_rounds, and their median
 // metrics.bench_samples_per_sec. `stop_requested` is
 // forwarded to the child as SIGTERM.
 nlohmann::json run_job(const Job& job, const std::string& job_dir, int speed_rounds, const volatile int* stop_requested);

@@ -193,6 +193,80 @@ std::string summary_markdown(const nlohmann::json& summary) {
   return md;
 }
 
+// A night still 'running' while we hold the lock was killed: finish its jobs first. Returns a line per job it ran
+// and per night it set aside.
+std::vector<std::string> recover_nights(NightRunner& runner, const std::string& root) {
+  std::vector<std::string> recovered;
+  for (const std::string& night : list_nights(root)) {
+    bool finished = true;
+    const size_t before = runner.history().size();
+    try {
+      const nlohmann::json state = read_state(root + "/" + night);
+      if (state.value("status", "") != "running") continue;
+      finished = runner.run_pending(night, /*recovering=*/true);
+    } catch (const Error& e) {  // an unreadable old night is set aside, never a reason to stop tonight's
+      const fs::path state = fs::path(root) / night / "night.json";
+      std::error_code ignored;
+      fs::rename(state, fs::path(state).concat(".unreadable"), ignored);
+      recovered.push_back(fmt::format("{}: skipped, its state cannot be read ({}); set aside as night.json.unreadable",
+                                      night, e.what()));
+      continue;
+    }
+    for (size_t i = before; i < runner.history().size(); ++i) {
+      const auto& record = runner.history()[i];
+      recovered.push_back(fmt::format("{} {}: {}", night, record.value("job", "?"), record.value("status", "?")));
+    }
+    if (!finished) break;
+  }
+  return recovered;
+}
+
+// Tonight's folder name: the local time, with a counter when a night already started in the same second.
+std::string new_night_name(const std::string& root) {
+  std::string night = local_time("%Y-%m-%d_%H%M%S");
+  for (int n = 2; fs::exists(root + "/" + night); ++n) night = local_time("%Y-%m-%d_%H%M%S") + "-" + std::to_string(n);
+  return night;
+}
+
+// Creates tonight's folder and state with every job pending, points ROOT/latest at it and runs the jobs; returns
+// false when a stop request interrupted them.
+bool run_tonight(NightRunner& runner, const Suite& suite, const std::string& root, const std::string& night) {
+  const std::string night_dir = root + "/" + night;
+  fs::create_directories(night_dir);
+  nlohmann::json state = {{"night", night},
+                          {"suite", suite.name},
+                          {"suite_path", suite.path},
+                          {"status", "running"},
+                          {"started", local_time("%Y-%m-%dT%H:%M:%S%z")},
+                          {"jobs", nlohmann::json::array()}};
+  for (const Job& job : suite.jobs) state["jobs"].push_back({{"status", "pending"}, {"job", job_to_json(job)}});
+  write_state(night_dir, state);
+  point_latest(root, night);
+  return runner.run_pending(night, /*recovering=*/false);
+}
+
+// Tonight's records from history, how many of them failed, and their regressions and notes, each led by its job.
+struct NightTally {
+  nlohmann::json jobs = nlohmann::json::array(), regressions = nlohmann::json::array(), notes = nlohmann::json::array();
+  int failed = 0;
+};
+
+NightTally tally_night(const std::vector<nlohmann::json>& history, const std::string& night) {
+  NightTally tally;
+  for (const auto& record : history) {
+    if (record.value("night", "") != night) continue;
+    tally.jobs.push_back(record);
+    const std::string status = record.value("status", "");
+    if (status == "failed" || status == "timeout") ++tally.failed;
+    for (const auto& r : record["regressions"])
+      tally.regressions.push_back(record.value("job", "?") + ": " + r.get<std::string>());
+    if (record.contains("notes"))
+      for (const auto& n : record["notes"])
+        tally.notes.push_back(record.value("job", "?") + ": " + n.get<std::string>());
+  }
+  return tally;
+}
+
 }  // namespace
 
 std::vector<std::string> prune_nights(const std::string& root, const std::string& current, int keep_nights,
@@ -233,60 +307,14 @@ std::vector<std::string> prune_nights(const std::string& root, const std::string
 NightOutcome run_night(const Suite& suite, const std::string& root, const volatile int* stop_requested) {
   NightRunner runner(suite, root, stop_requested);
   NightOutcome outcome;
-  std::vector<std::string> recovered;
+  const std::vector<std::string> recovered = recover_nights(runner, root);
 
-  // A night still 'running' while we hold the lock was killed: finish its jobs first.
-  for (const std::string& night : list_nights(root)) {
-    bool finished = true;
-    const size_t before = runner.history().size();
-    try {
-      const nlohmann::json state = read_state(root + "/" + night);
-      if (state.value("status", "") != "running") continue;
-      finished = runner.run_pending(night, /*recovering=*/true);
-    } catch (const Error& e) {  // an unreadable old night is set aside, never a reason to stop tonight's
-      const fs::path state = fs::path(root) / night / "night.json";
-      std::error_code ignored;
-      fs::rename(state, fs::path(state).concat(".unreadable"), ignored);
-      recovered.push_back(fmt::format("{}: skipped, its state cannot be read ({}); set aside as night.json.unreadable",
-                                      night, e.what()));
-      continue;
-    }
-    for (size_t i = before; i < runner.history().size(); ++i) {
-      const auto& record = runner.history()[i];
-      recovered.push_back(fmt::format("{} {}: {}", night, record.value("job", "?"), record.value("status", "?")));
-    }
-    if (!finished) break;
-  }
-
-  std::string night = local_time("%Y-%m-%d_%H%M%S");
-  for (int n = 2; fs::exists(root + "/" + night); ++n) night = local_time("%Y-%m-%d_%H%M%S") + "-" + std::to_string(n);
+  const std::string night = new_night_name(root);
   outcome.night_dir = root + "/" + night;
-  bool interrupted = *stop_requested;
-  if (!interrupted) {
-    fs::create_directories(outcome.night_dir);
-    nlohmann::json state = {{"night", night},
-                            {"suite", suite.name},
-                            {"suite_path", suite.path},
-                            {"status", "running"},
-                            {"started", local_time("%Y-%m-%dT%H:%M:%S%z")},
-                            {"jobs", nlohmann::json::array()}};
-    for (const Job& job : suite.jobs) state["jobs"].push_back({{"status", "pending"}, {"job", job_to_json(job)}});
-    write_state(outcome.night_dir, state);
-    point_latest(root, night);
-    interrupted = !runner.run_pending(night, /*recovering=*/false);
-  }
+  const bool interrupted = *stop_requested || !run_tonight(runner, suite, root, night);
 
-  nlohmann::json jobs = nlohmann::json::array(), regressions = nlohmann::json::array(), notes = nlohmann::json::array();
-  int failed = 0;
-  for (const auto& record : runner.history()) {
-    if (record.value("night", "") != night) continue;
-    jobs.push_back(record);
-    const std::string status = record.value("status", "");
-    if (status == "failed" || status == "timeout") ++failed;
-    for (const auto& r : record["regressions"]) regressions.push_back(record.value("job", "?") + ": " + r.get<std::string>());
-    if (record.contains("notes"))
-      for (const auto& n : record["notes"]) notes.push_back(record.value("job", "?") + ": " + n.get<std::string>());
-  }
+  const NightTally tally = tally_night(runner.history(), night);
+  const auto& [jobs, regressions, notes, failed] = tally;
   outcome.summary = {{"suite", suite.name},       {"night", night},
                      {"status", interrupted ? "interrupted" : "finished"},
                      {"jobs", jobs},              {"failed", failed},
@@ -309,7 +337,8 @@ NightOutcome run_night(const Suite& suite, const std::string& root, const volati
   for (const auto& n : notes) report.push_back("  NOTE " + n.get<std::string>());
   for (const auto& r : recovered) report.push_back("  recovered " + r);
   if (interrupted) report.push_back("  stopped by a signal; the next invocation resumes the unfinished jobs");
-  if (!pruned.empty()) report.push_back(fmt::format("  pruned {} old night(s): {}", pruned.size(), fmt::join(pruned, ", ")));
+  if (!pruned.empty())
+    report.push_back(fmt::format("  pruned {} old night(s): {}", pruned.size(), fmt::join(pruned, ", ")));
   report.push_back(fmt::format("  details: {}/summary.md  trends: {}/trends.html", outcome.night_dir, root));
   return outcome;
 }

@@ -89,9 +89,8 @@ std::string resolve_path(const std::string& suite_path, const std::string& path)
   return (fs::absolute(suite_path).parent_path() / path).lexically_normal().string();
 }
 
-}  // namespace
-
-Suite load_suite(const std::string& path) {
+// SUITE.yaml's top-level node, after the checks a file must pass before it is parsed.
+YAML::Node parse_suite_file(const std::string& path) {
   std::error_code error;
   if (!fs::exists(path, error))
     throw UsageError(path + ": no such suite file" + (error ? " (" + error.message() + ")" : std::string()));
@@ -99,7 +98,102 @@ Suite load_suite(const std::string& path) {
   if (fs::file_size(path) > (1 << 20)) throw UsageError(path + ": larger than 1 MiB; a suite is a few kilobytes");
   const YAML::Node root = config::parse_yaml(read_file(path), path);
   if (!root.IsMap()) throw UsageError(path + ": expected a mapping with 'jobs:'");
+  return root;
+}
 
+void read_regression_rules(SuiteReader& reader, const YAML::Node& root, RegressionRules& regression) {
+  const YAML::Node rules = root["regression"];
+  if (!rules) return;
+  if (!rules.IsMap()) {
+    reader.problem(rules,
+                   "regression: expected a mapping (window, throughput_drop, accuracy_drop, max_other_cpu, "
+                   "speed_rounds)");
+    return;
+  }
+  reader.check_keys(rules, {"window", "throughput_drop", "accuracy_drop", "max_other_cpu", "speed_rounds"},
+                    "regression");
+  reader.read(rules, "window", regression.window, "an integer");
+  reader.read(rules, "throughput_drop", regression.throughput_drop, "a fraction");
+  reader.read(rules, "accuracy_drop", regression.accuracy_drop, "a fraction");
+  reader.read(rules, "max_other_cpu", regression.max_other_cpu, "a fraction");
+  reader.read(rules, "speed_rounds", regression.speed_rounds, "an integer");
+  if (regression.window < 1) reader.problem(rules["window"], "window: expected an integer >= 1");
+  if (regression.speed_rounds < 0 || regression.speed_rounds > 20)
+    reader.problem(rules["speed_rounds"], "speed_rounds: expected an integer from 0 to 20");
+}
+
+// The job's name: usable as a folder name and unique in the suite (`names` holds those taken so far).
+void read_job_name(SuiteReader& reader, const YAML::Node& node, Job& job, std::set<std::string>& names) {
+  reader.read(node, "name", job.name, "a name");
+  if (job.name.empty() || job.name.find_first_of("/\\ ") != std::string::npos || job.name[0] == '.')
+    reader.problem(node, "name: expected a job name without spaces or slashes");
+  else if (!names.insert(job.name).second)
+    reader.problem(node["name"], "name: '" + job.name + "' is used by another job");
+}
+
+// The job's kind and its spec paths, resolved against the suite file; a spec that does not exist is a problem.
+void read_job_specs(SuiteReader& reader, const YAML::Node& node, const std::string& suite_path, Job& job) {
+  if (node["train"] && node["ab_compare"]) {
+    reader.problem(node, "a job is either train or ab_compare, not both");
+  } else if (node["train"]) {
+    job.kind = "train";
+    std::string spec;
+    reader.read(node, "train", spec, "a spec path");
+    job.specs = {resolve_path(suite_path, spec)};
+  } else if (node["ab_compare"]) {
+    job.kind = "ab_compare";
+    for (const auto& spec : reader.read_list(node, "ab_compare")) job.specs.push_back(resolve_path(suite_path, spec));
+    if (job.specs.size() != 2) reader.problem(node["ab_compare"], "ab_compare: expected [A.yaml, B.yaml]");
+  } else {
+    reader.problem(node, "job '" + job.name + "': expected train: SPEC or ab_compare: [A, B]");
+  }
+  for (const auto& spec : job.specs) {
+    std::error_code error;  // a name too long for the file system is an error, not an exception
+    if (!spec.empty() && !fs::exists(spec, error))
+      reader.problem(node, "job '" + job.name + "': no such spec " + spec +
+                               (error ? " (" + error.message() + ")" : std::string()));
+  }
+}
+
+Job read_job(SuiteReader& reader, const YAML::Node& node, const std::string& suite_path, std::set<std::string>& names) {
+  reader.check_keys(node, {"name", "train", "ab_compare", "overrides", "allow_diff", "time_budget_min", "tags"}, "job");
+  Job job;
+  read_job_name(reader, node, job, names);
+  read_job_specs(reader, node, suite_path, job);
+  job.overrides = reader.read_list(node, "overrides");
+  job.allow_diff = reader.read_list(node, "allow_diff");
+  if (!job.allow_diff.empty() && job.kind != "ab_compare")
+    reader.problem(node["allow_diff"], "allow_diff: only for ab_compare jobs");
+  double minutes = 0.0;
+  reader.read(node, "time_budget_min", minutes, "a number of minutes");
+  if (minutes < 0) reader.problem(node["time_budget_min"], "time_budget_min: expected >= 0");
+  job.time_budget_sec = minutes * 60.0;
+  job.tags = reader.read_list(node, "tags");
+  return job;
+}
+
+std::vector<Job> read_jobs(SuiteReader& reader, const YAML::Node& root, const std::string& suite_path) {
+  std::vector<Job> jobs;
+  const YAML::Node nodes = root["jobs"];
+  if (!nodes || !nodes.IsSequence() || nodes.size() == 0) {
+    reader.problem(nodes ? nodes : root, "jobs: expected a non-empty list of jobs");
+    return jobs;
+  }
+  std::set<std::string> names;
+  for (const auto& node : nodes) {
+    if (!node.IsMap()) {
+      reader.problem(node, "a job must be a mapping with name and train or ab_compare");
+      continue;
+    }
+    jobs.push_back(read_job(reader, node, suite_path, names));
+  }
+  return jobs;
+}
+
+}  // namespace
+
+Suite load_suite(const std::string& path) {
+  const YAML::Node root = parse_suite_file(path);
   SuiteReader reader(path);
   Suite suite;
   suite.path = fs::absolute(path).string();
@@ -110,74 +204,8 @@ Suite load_suite(const std::string& path) {
   reader.read(root, "disk_budget_gb", suite.disk_budget_gb, "a number of GB");
   if (suite.keep_nights < 1) reader.problem(root["keep_nights"], "keep_nights: expected an integer >= 1");
   if (suite.disk_budget_gb < 0) reader.problem(root["disk_budget_gb"], "disk_budget_gb: expected >= 0");
-
-  if (const YAML::Node rules = root["regression"]) {
-    if (!rules.IsMap()) {
-      reader.problem(rules, "regression: expected a mapping (window, throughput_drop, accuracy_drop, max_other_cpu, "
-                            "speed_rounds)");
-    } else {
-      reader.check_keys(rules, {"window", "throughput_drop", "accuracy_drop", "max_other_cpu", "speed_rounds"},
-                        "regression");
-      reader.read(rules, "window", suite.regression.window, "an integer");
-      reader.read(rules, "throughput_drop", suite.regression.throughput_drop, "a fraction");
-      reader.read(rules, "accuracy_drop", suite.regression.accuracy_drop, "a fraction");
-      reader.read(rules, "max_other_cpu", suite.regression.max_other_cpu, "a fraction");
-      reader.read(rules, "speed_rounds", suite.regression.speed_rounds, "an integer");
-      if (suite.regression.window < 1) reader.problem(rules["window"], "window: expected an integer >= 1");
-      if (suite.regression.speed_rounds < 0 || suite.regression.speed_rounds > 20)
-        reader.problem(rules["speed_rounds"], "speed_rounds: expected an integer from 0 to 20");
-    }
-  }
-
-  const YAML::Node jobs = root["jobs"];
-  if (!jobs || !jobs.IsSequence() || jobs.size() == 0) {
-    reader.problem(jobs ? jobs : root, "jobs: expected a non-empty list of jobs");
-  } else {
-    std::set<std::string> names;
-    for (const auto& node : jobs) {
-      if (!node.IsMap()) {
-        reader.problem(node, "a job must be a mapping with name and train or ab_compare");
-        continue;
-      }
-      reader.check_keys(node, {"name", "train", "ab_compare", "overrides", "allow_diff", "time_budget_min", "tags"}, "job");
-      Job job;
-      reader.read(node, "name", job.name, "a name");
-      if (job.name.empty() || job.name.find_first_of("/\\ ") != std::string::npos || job.name[0] == '.')
-        reader.problem(node, "name: expected a job name without spaces or slashes");
-      else if (!names.insert(job.name).second)
-        reader.problem(node["name"], "name: '" + job.name + "' is used by another job");
-      if (node["train"] && node["ab_compare"]) {
-        reader.problem(node, "a job is either train or ab_compare, not both");
-      } else if (node["train"]) {
-        job.kind = "train";
-        std::string spec;
-        reader.read(node, "train", spec, "a spec path");
-        job.specs = {resolve_path(path, spec)};
-      } else if (node["ab_compare"]) {
-        job.kind = "ab_compare";
-        for (const auto& spec : reader.read_list(node, "ab_compare")) job.specs.push_back(resolve_path(path, spec));
-        if (job.specs.size() != 2) reader.problem(node["ab_compare"], "ab_compare: expected [A.yaml, B.yaml]");
-      } else {
-        reader.problem(node, "job '" + job.name + "': expected train: SPEC or ab_compare: [A, B]");
-      }
-      for (const auto& spec : job.specs) {
-        std::error_code error;  // a name too long for the file system is an error, not an exception
-        if (!spec.empty() && !fs::exists(spec, error))
-          reader.problem(node, "job '" + job.name + "': no such spec " + spec +
-                                   (error ? " (" + error.message() + ")" : std::string()));
-      }
-      job.overrides = reader.read_list(node, "overrides");
-      job.allow_diff = reader.read_list(node, "allow_diff");
-      if (!job.allow_diff.empty() && job.kind != "ab_compare")
-        reader.problem(node["allow_diff"], "allow_diff: only for ab_compare jobs");
-      double minutes = 0.0;
-      reader.read(node, "time_budget_min", minutes, "a number of minutes");
-      if (minutes < 0) reader.problem(node["time_budget_min"], "time_budget_min: expected >= 0");
-      job.time_budget_sec = minutes * 60.0;
-      job.tags = reader.read_list(node, "tags");
-      suite.jobs.push_back(std::move(job));
-    }
-  }
+  read_regression_rules(reader, root, suite.regression);
+  suite.jobs = read_jobs(reader, root, path);
   config::throw_if_errors("suite " + path, reader.problems());
   return suite;
 }
