@@ -26,9 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   static torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
   // A checkpoint is written atomically (fsync) for every input: on tmpfs, where that costs no disk flush.
-  static const std::string path =
-      std::filesystem::is_directory("/dev/shm") ? "/dev/shm/fuzz-fp8-" + std::to_string(::getpid()) + ".mpt"
-                                                : mpt::fuzz::scratch_path("fp8.mpt");
+  static const std::string path = std::filesystem::is_directory("/dev/shm")
+                                      ? "/dev/shm/fuzz-fp8-" + std::to_string(::getpid()) + ".mpt"
+                                      : mpt::fuzz::scratch_path("fp8.mpt");
   if (size < 2) return 0;
   config.recipe = data[0] % 2 ? "current" : "delayed";
   config.margin = data[1] % 4;

@@ -11,8 +11,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* split = std::find(data, data + size, '\f');
   const bool one_file = split == data + size;
   mpt::fuzz::write_bytes(root + "/train.tsv", data, static_cast<size_t>(split - data));
-  if (one_file) mpt::fuzz::write_bytes(root + "/test.tsv", data, size);
-  else mpt::fuzz::write_bytes(root + "/test.tsv", split + 1, static_cast<size_t>(data + size - split - 1));
+  if (one_file)
+    mpt::fuzz::write_bytes(root + "/test.tsv", data, size);
+  else
+    mpt::fuzz::write_bytes(root + "/test.tsv", split + 1, static_cast<size_t>(data + size - split - 1));
   mpt::data::DataConfig config;
   config.name = "text_classification";
   config.root = root;

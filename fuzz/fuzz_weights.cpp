@@ -8,6 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = mpt::fuzz::scratch_file(data, size, "weights");
   mpt::fuzz::refusals_only([&] { mpt::io::read_weights(path); });
   (void)mpt::io::verify_checkpoint(path);
-  mpt::fuzz::refusals_only([&] { mpt::io::decode_safetensors(std::string(reinterpret_cast<const char*>(data), size), "fuzz"); });
+  mpt::fuzz::refusals_only(
+      [&] { mpt::io::decode_safetensors(std::string(reinterpret_cast<const char*>(data), size), "fuzz"); });
   return 0;
 }

@@ -4,7 +4,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const mpt::data::WordPieceTokenizer tokenizer(
-      mpt::data::Vocabulary::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "##s", "a", "##b", "é", "中"}),
+      mpt::data::Vocabulary::from_tokens(
+          {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "##s", "a", "##b", "é", "中"}),
       /*lowercase=*/true);
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)tokenizer.encode(text);

@@ -44,7 +44,8 @@ void check_allow_list(const std::vector<std::string>& allow) {
   for (const auto& key : allow) {
     if (key.empty() || config::find_key(key) || key.back() == '.') continue;
     const std::string near = config::closest_key(key);
-    problems.push_back(fmt::format("--allow-diff {}: not a spec key{}", key, near.empty() ? "" : "; did you mean " + near + "?"));
+    problems.push_back(
+        fmt::format("--allow-diff {}: not a spec key{}", key, near.empty() ? "" : "; did you mean " + near + "?"));
   }
   config::throw_if_errors("ab-compare", problems);
 }
@@ -59,8 +60,10 @@ std::vector<std::string> check_differences(const config::Spec& a, const config::
     (allowed_by_user(d.key, allow) ? allowed : refused).push_back(text);
   }
   if (!refused.empty()) {
-    std::string message = fmt::format("{} and {} differ in more than precision, so their A/B would not isolate "
-                                      "precision:", a_name, b_name);
+    std::string message = fmt::format(
+        "{} and {} differ in more than precision, so their A/B would not isolate "
+        "precision:",
+        a_name, b_name);
     for (const auto& r : refused) message += "\n  " + r;
     message += "\nmake the specs agree, or allow these keys with --allow-diff KEY[,KEY...]";
     throw UsageError(message);
@@ -130,7 +133,8 @@ compare::SpeedRounds time_both_sides(const AbCompareOptions& options, const std:
       const process::BenchResult bench = process::run_bench(
           dir ? side + "/config.yaml" : side, dir ? std::vector<std::string>{} : options.overrides, {"--no-peak"},
           fmt::format("{}/speed-{}-{}.json", out, a_side ? "A" : "B", round), child, &g_interrupted);
-      if (g_interrupted) throw Error("interrupted while timing both sides; the runs are kept: run the same command again");
+      if (g_interrupted)
+        throw Error("interrupted while timing both sides; the runs are kept: run the same command again");
       if (!bench.result.contains("samples_per_sec") || !bench.result["samples_per_sec"].is_number())
         throw Error(fmt::format("`mpt bench` of side {} failed (exit {}); see {}/speed.log", a_side ? "A" : "B",
                                 bench.child.exit_code, out));
@@ -185,10 +189,10 @@ int compare_run_dirs(const AbCompareOptions& options) {
       check_differences(spec_of(options.a), spec_of(options.b), options.a, options.b, options.allow_diff);
   std::vector<compare::RunRecord> a_runs{compare::load_run_record(options.a)};
   std::vector<compare::RunRecord> b_runs{compare::load_run_record(options.b)};
-  const std::string out = options.out.empty()
-                              ? (fs::path(options.a).parent_path() /
-                                 ("ab-" + a_runs.front().name + "-vs-" + b_runs.front().name)).string()
-                              : options.out;
+  const std::string out =
+      options.out.empty()
+          ? (fs::path(options.a).parent_path() / ("ab-" + a_runs.front().name + "-vs-" + b_runs.front().name)).string()
+          : options.out;
   return finish(options, out, a_runs, b_runs, std::move(allowed));
 }
 
@@ -201,8 +205,9 @@ int run_ab_compare(const AbCompareOptions& options) {
     return fs::is_directory(path) ? "a directory" : fs::exists(path) ? "a file" : "missing";
   };
   if (a_is_dir != b_is_dir)
-    throw UsageError(fmt::format("ab-compare takes two specs or two run directories, not one of each ({} is {}, {} is {})",
-                                 options.a, kind(options.a), options.b, kind(options.b)));
+    throw UsageError(
+        fmt::format("ab-compare takes two specs or two run directories, not one of each ({} is {}, {} is {})",
+                    options.a, kind(options.a), options.b, kind(options.b)));
   if (a_is_dir) {
     if (!options.overrides.empty() || options.repeats != 1)
       throw UsageError("overrides and --repeats need specs; two run directories are compared as they are");
@@ -212,10 +217,10 @@ int run_ab_compare(const AbCompareOptions& options) {
   const config::Spec a = run::load_resolved_spec(options.a, options.overrides);
   const config::Spec b = run::load_resolved_spec(options.b, options.overrides);
   std::vector<std::string> allowed = check_differences(a, b, options.a, options.b, options.allow_diff);
-  const std::string out =
-      options.out.empty() ? fmt::format("{}/ab-{}-vs-{}", a.get_string("experiment.output_root"),
-                                        a.get_string("experiment.name"), b.get_string("experiment.name"))
-                          : options.out;
+  const std::string out = options.out.empty()
+                              ? fmt::format("{}/ab-{}-vs-{}", a.get_string("experiment.output_root"),
+                                            a.get_string("experiment.name"), b.get_string("experiment.name"))
+                              : options.out;
 
   // Repeat r runs both sides with seed + r; repeat 0 keeps the specs' own seed.
   std::vector<PlannedRun> plan;
@@ -226,7 +231,8 @@ int run_ab_compare(const AbCompareOptions& options) {
       run.spec_path = *side;
       run.overrides = options.overrides;
       const config::Spec& base = side == &options.a ? a : b;
-      if (repeat > 0) run.overrides.push_back(fmt::format("experiment.seed={}", base.get_int("experiment.seed") + repeat));
+      if (repeat > 0)
+        run.overrides.push_back(fmt::format("experiment.seed={}", base.get_int("experiment.seed") + repeat));
       run.spec = repeat > 0 ? run::load_resolved_spec(*side, run.overrides) : base;
       run.dir = out + "/" + run_dir_name(run.side, run.spec, repeat);
       plan.push_back(std::move(run));

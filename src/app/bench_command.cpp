@@ -34,9 +34,11 @@ int run_bench(const BenchOptions& options) {
                                    {"max_batch", {{"fp32", fp32}, {mixed, low}}},
                                    {"ratio", fp32 > 0 ? static_cast<double>(low) / fp32 : 0.0},
                                    {"trials", trials}};
-    if (options.json) std::cout << report.dump(2) << "\n";
-    else std::cout << fmt::format("largest batch within {} MiB: fp32 {}, {} {} ({:.2f}x)\n", options.memory_budget_mib,
-                                  fp32, mixed, low, fp32 > 0 ? static_cast<double>(low) / fp32 : 0.0);
+    if (options.json)
+      std::cout << report.dump(2) << "\n";
+    else
+      std::cout << fmt::format("largest batch within {} MiB: fp32 {}, {} {} ({:.2f}x)\n", options.memory_budget_mib,
+                               fp32, mixed, low, fp32 > 0 ? static_cast<double>(low) / fp32 : 0.0);
     return kExitOk;
   }
 
@@ -48,17 +50,23 @@ int run_bench(const BenchOptions& options) {
   bench_options.profile_ops = options.profile_ops;
   if (options.loader_only) {
     const bench::LoaderResult loader = bench::run_loader_benchmark(c, bench_options);
-    if (options.json) std::cout << bench::to_json(loader).dump(2) << "\n";
-    else std::cout << fmt::format("data loader ({} data, batch {}, delivered to {}): {:.0f} samples/s, median {:.3f} "
-                                  "ms per batch\n", loader.real_data ? "real" : "synthetic", loader.batch,
-                                  loader.device, loader.samples_per_sec, loader.median_batch_ms);
+    if (options.json)
+      std::cout << bench::to_json(loader).dump(2) << "\n";
+    else
+      std::cout << fmt::format(
+          "data loader ({} data, batch {}, delivered to {}): {:.0f} samples/s, median {:.3f} "
+          "ms per batch\n",
+          loader.real_data ? "real" : "synthetic", loader.batch, loader.device, loader.samples_per_sec,
+          loader.median_batch_ms);
     return kExitOk;
   }
   const bench::BenchResult result = bench::run_benchmark(c, bench_options);
   const nlohmann::json json = bench::to_json(result);
   if (!options.json_out.empty()) write_file_atomically(options.json_out, json.dump(2) + "\n");
-  if (options.json) std::cout << json.dump(2) << "\n";
-  else if (options.json_out.empty()) std::cout << bench::render_table(result);
+  if (options.json)
+    std::cout << json.dump(2) << "\n";
+  else if (options.json_out.empty())
+    std::cout << bench::render_table(result);
   return kExitOk;
 }
 

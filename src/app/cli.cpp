@@ -67,8 +67,9 @@ void Cli::add_bench() {
   bench->add_flag("--no-peak", no_peak_, "Skip the GEMM peak probe (no MFU)");
   bench->add_flag("--loader-only", bench_.loader_only, "Measure the data loader alone (samples/s it delivers)");
   bench->add_option("--json-out", bench_.json_out, "Also write the JSON result to this file");
-  bench->add_option("--profile", bench_.profile_ops,
-                    "Run the timed steps under LibTorch's profiler and list this many ops by self time")
+  bench
+      ->add_option("--profile", bench_.profile_ops,
+                   "Run the timed steps under LibTorch's profiler and list this many ops by self time")
       ->check(CLI::Range(1, 100000));
   bench->add_flag("--max-batch", bench_.max_batch,
                   "Find the largest batch within --memory-budget-mib in FP32 and in mixed precision");
@@ -81,11 +82,13 @@ void Cli::add_small_commands() {
       "nightly", "Run a suite of train and A/B jobs unattended (cron): lock, history, regressions, recovery");
   nightly->add_option("suite", nightly_.suite_path, "Suite (YAML)")->required();
   nightly->add_option("--root", nightly_.root, "Folder of nights, history and trends (default runs/nightly/SUITE)");
-  for (auto [name, what, options] : {std::tuple{"inspect", "Show the model a spec builds: parameters and FLOPs", &inspect_},
-                                     std::tuple{"eval", "Evaluate a spec's model (model.init_from) on its test data", &eval_}}) {
+  for (auto [name, what, options] :
+       {std::tuple{"inspect", "Show the model a spec builds: parameters and FLOPs", &inspect_},
+        std::tuple{"eval", "Evaluate a spec's model (model.init_from) on its test data", &eval_}}) {
     CLI::App* command = app_.add_subcommand(name, what);
     command->add_option("spec", options->spec_path, "Experiment spec (YAML)")->required();
-    command->add_option("overrides", options->overrides, "key=value overrides, e.g. model.init_from=RUN/checkpoints/...");
+    command->add_option("overrides", options->overrides,
+                        "key=value overrides, e.g. model.init_from=RUN/checkpoints/...");
     command->add_flag("--json", options->json, "Print JSON instead of a table");
   }
   CLI::App* exporting = app_.add_subcommand(
@@ -115,7 +118,8 @@ std::string Cli::nearest_command(const std::string& typed) {
   std::string best;
   size_t best_distance = 3;
   for (CLI::App* sub : app_.get_subcommands([](CLI::App*) { return true; }))
-    if (const size_t d = edit_distance(typed, sub->get_name()); d < best_distance) best = sub->get_name(), best_distance = d;
+    if (const size_t d = edit_distance(typed, sub->get_name()); d < best_distance)
+      best = sub->get_name(), best_distance = d;
   return best.empty() ? "" : "; did you mean '" + best + "'?";
 }
 
@@ -131,7 +135,8 @@ std::string Cli::nearest_option(int argc, char** argv) {
     for (const CLI::Option* option : sub->get_options())
       for (const std::string& name : option->get_lnames()) {
         known = known || typed == "--" + name;
-        if (const size_t d = edit_distance(typed, "--" + name); d < best_distance) best = "--" + name, best_distance = d;
+        if (const size_t d = edit_distance(typed, "--" + name); d < best_distance)
+          best = "--" + name, best_distance = d;
       }
     if (!known && !best.empty()) return "; did you mean '" + best + "'?";
   }

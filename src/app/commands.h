@@ -9,9 +9,9 @@ namespace mpt::app {
 struct TrainOptions {
   std::string spec_path;
   std::vector<std::string> overrides;
-  std::string run_dir;         // empty: OUTPUT_ROOT/NAME
-  std::string resume = "auto"; // auto | never | PATH
-  int nproc = 1;               // > 1: start this many local ranks (torchrun --standalone)
+  std::string run_dir;          // empty: OUTPUT_ROOT/NAME
+  std::string resume = "auto";  // auto | never | PATH
+  int nproc = 1;                // > 1: start this many local ranks (torchrun --standalone)
 };
 
 int run_train(const TrainOptions& options);
@@ -24,8 +24,8 @@ struct AbCompareOptions {
   std::vector<std::string> allow_diff;  // spec keys (or "section.") besides precision.* that may differ
   int repeats = 1;                      // seeds per side, for the seed-to-seed noise
   double max_accuracy_drop = 0.005;
-  int speed_rounds = 3;                 // interleaved `mpt bench` rounds for the speed-up (0: the runs' means)
-  int64_t max_batch_budget_mib = 0;     // > 0: also find each side's largest batch within this budget
+  int speed_rounds = 3;              // interleaved `mpt bench` rounds for the speed-up (0: the runs' means)
+  int64_t max_batch_budget_mib = 0;  // > 0: also find each side's largest batch within this budget
 };
 
 // Exit 0 on PASS, 3 on FAIL, 1 when a run failed, 2 on bad usage.
@@ -48,7 +48,7 @@ struct BenchOptions {
   bool measure_peak = true;
   bool loader_only = false;
   bool json = false;
-  std::string json_out;  // also write the JSON here (used by --max-batch trials)
+  std::string json_out;     // also write the JSON here (used by --max-batch trials)
   int64_t profile_ops = 0;  // --profile N: the top N ops by self time
   bool max_batch = false;
   int64_t memory_budget_mib = 8192;
@@ -61,7 +61,7 @@ int run_bench(const BenchOptions& options);
 int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json);
 
 struct ExportOptions {
-  std::string source;  // a checkpoint file, or a run directory (its newest valid checkpoint)
+  std::string source;                  // a checkpoint file, or a run directory (its newest valid checkpoint)
   std::string format = "safetensors";  // safetensors | torch | hf
   std::string out;
 };
@@ -81,9 +81,9 @@ int run_keys(bool markdown);
 
 struct TokenizeOptions {
   std::string vocab = "data/bert-base-uncased/vocab.txt";
-  std::string input;      // a UTF-8 file, one text per line; "" or "-": standard input
-  bool cased = false;     // keep case and accents (cased vocabularies)
-  bool json = false;      // one JSON object per line: {"tokens": [...], "ids": [...]}
+  std::string input;   // a UTF-8 file, one text per line; "" or "-": standard input
+  bool cased = false;  // keep case and accents (cased vocabularies)
+  bool json = false;   // one JSON object per line: {"tokens": [...], "ids": [...]}
 };
 int run_tokenize(const TokenizeOptions& options);
 

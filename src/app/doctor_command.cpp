@@ -83,13 +83,15 @@ int run_doctor() {
   fact("precision.mode: mixed", std::string("-> ") + precision::mode_name(mixed.value) + " (" + mixed.reason + ")");
 
   if (allocator == "glibc malloc")
-    warnings.push_back("glibc malloc re-faults large activation blocks every step (BERT steps up to 3x slower): "
-                       "apt-get install libtcmalloc-minimal4 and rebuild");
+    warnings.push_back(
+        "glibc malloc re-faults large activation blocks every step (BERT steps up to 3x slower): "
+        "apt-get install libtcmalloc-minimal4 and rebuild");
   if (train_threads > 1 && loop_threads == 1)
     warnings.push_back("mpt was built without OpenMP (MPT_OPENMP=OFF): its own loops run on one thread of " +
                        std::to_string(train_threads));
   if (data::find_idx_file("/usr/share/datasets/fashion-mnist", "train-images-idx3-ubyte").empty())
-    warnings.push_back("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist): the shipped configs need it");
+    warnings.push_back(
+        "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist): the shipped configs need it");
 
   const std::string failure = smoke_test(torch::Device(facts.cuda_available ? torch::kCUDA : torch::kCPU),
                                          precision::compute_dtype(mixed.value));

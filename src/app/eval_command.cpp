@@ -19,16 +19,17 @@ namespace mpt::app {
 int run_eval(const std::string& spec_path, const std::vector<std::string>& overrides, bool json) {
   const run::ExperimentConfig c = run::read_sections(run::load_resolved_spec(spec_path, overrides));
   if (c.model.init_from.empty())
-    throw UsageError("mpt eval needs weights: set model.init_from=FILE (an mpt checkpoint, safetensors or a "
-                     "PyTorch file)");
+    throw UsageError(
+        "mpt eval needs weights: set model.init_from=FILE (an mpt checkpoint, safetensors or a "
+        "PyTorch file)");
   hardware::configure_threads(static_cast<int>(c.device.threads));
   const torch::Device device(c.device.type == "cuda" ? torch::kCUDA : torch::kCPU);
   hardware::configure_cuda_math(device.is_cuda() && c.precision.tf32);
   torch::manual_seed(c.experiment.seed);
 
   const data::Dataset test_set = data::load_dataset(c.data, "test");
-  models::Model model = models::build_model(c.model, data::sample_shape(c.data),
-                                            precision::ModulePolicy(c.precision.fp32_modules));
+  models::Model model =
+      models::build_model(c.model, data::sample_shape(c.data), precision::ModulePolicy(c.precision.fp32_modules));
   const io::InitReport init =
       io::init_from_weights(*model, io::read_weights(c.model.init_from), c.model.init_from, c.model.init_skip);
   if (!init.fresh.empty())
@@ -48,8 +49,8 @@ int run_eval(const std::string& spec_path, const std::vector<std::string>& overr
               << "\n";
   } else {
     std::cout << fmt::format("{} ({}) from {}: loss {:.4f}, accuracy {:.4f} on {} {} samples\n", c.model.name,
-                             precision::mode_name(c.precision.mode), c.model.init_from, metrics.loss, metrics.accuracy, metrics.samples,
-                             c.data.name);
+                             precision::mode_name(c.precision.mode), c.model.init_from, metrics.loss, metrics.accuracy,
+                             metrics.samples, c.data.name);
   }
   return kExitOk;
 }

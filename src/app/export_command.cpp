@@ -48,7 +48,8 @@ int run_export(const ExportOptions& options) {
   std::string checkpoint = options.source;
   if (std::filesystem::is_directory(options.source)) {  // a run directory: its newest checkpoint that verifies
     const std::string folder = options.source + "/checkpoints";
-    if (!std::filesystem::is_directory(folder)) throw UsageError(options.source + ": not a run directory (no checkpoints/)");
+    if (!std::filesystem::is_directory(folder))
+      throw UsageError(options.source + ": not a run directory (no checkpoints/)");
     // Read-only: a run still training may be writing its next checkpoint next to these.
     std::vector<std::string> candidates;
     for (const auto& entry : std::filesystem::directory_iterator(folder))
@@ -68,8 +69,10 @@ int run_export(const ExportOptions& options) {
     throw UsageError(options.source + ": no such checkpoint or run directory");
   }
   const io::NamedTensorList weights = io::read_checkpoint_weights(checkpoint);
-  if (options.format == "hf") write_hf_folder(checkpoint, weights, options.out);
-  else io::write_weights(options.out, weights, options.format);
+  if (options.format == "hf")
+    write_hf_folder(checkpoint, weights, options.out);
+  else
+    io::write_weights(options.out, weights, options.format);
   int64_t values = 0;
   for (const auto& [name, tensor] : weights) values += tensor.numel();
   std::cout << "exported " << weights.size() << " tensors (" << values << " values) from " << checkpoint << " to "

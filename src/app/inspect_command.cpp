@@ -28,8 +28,9 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
     total += count;
   }
   const int64_t macs = model->forward_macs(sample);
-  const std::vector<int64_t> input = sample.seq_len > 0 ? std::vector<int64_t>{sample.seq_len}
-                                                        : std::vector<int64_t>{sample.channels, sample.height, sample.width};
+  const std::vector<int64_t> input = sample.seq_len > 0
+                                         ? std::vector<int64_t>{sample.seq_len}
+                                         : std::vector<int64_t>{sample.channels, sample.height, sample.width};
   const int64_t train_flops = 6 * macs;  // 2 FLOPs per MAC; backward costs twice the forward
   // What a CUDA run of this spec would give the Tensor Cores (mpt inspect itself builds on the CPU).
   const models::TensorCoreShapes tensor_cores =
@@ -38,18 +39,21 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
       precision::gemm_plan(c.precision, *model, precision::ModulePolicy(c.precision.fp32_modules));
   nlohmann::ordered_json fp8_json = nlohmann::ordered_json::array();
   for (const auto& layer : fp8.layers)
-    fp8_json.push_back({{"layer", layer.name}, {"in_features", layer.in_features}, {"out_features", layer.out_features},
-                        {"format", layer.low_precision ? fp8.format : ""}, {"fp8", layer.low_precision},
+    fp8_json.push_back({{"layer", layer.name},
+                        {"in_features", layer.in_features},
+                        {"out_features", layer.out_features},
+                        {"format", layer.low_precision ? fp8.format : ""},
+                        {"fp8", layer.low_precision},
                         {"why_not", layer.why_not}});
   if (json) {
     std::cout << nlohmann::ordered_json{{"model", c.model.name},
-                                {"input", input},
-                                {"modules", modules},
-                                {"total_parameters", total},
-                                {"forward_macs_per_sample", macs},
-                                {"train_flops_per_sample", train_flops},
-                                {"tensor_cores", models::to_json(tensor_cores)},
-                                {"fp8_layers", fp8_json}}
+                                        {"input", input},
+                                        {"modules", modules},
+                                        {"total_parameters", total},
+                                        {"forward_macs_per_sample", macs},
+                                        {"train_flops_per_sample", train_flops},
+                                        {"tensor_cores", models::to_json(tensor_cores)},
+                                        {"fp8_layers", fp8_json}}
                      .dump(2)
               << "\n";
     return 0;
@@ -57,8 +61,9 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
   if (sample.seq_len > 0)
     std::printf("%s on %lld-token sequences, vocabulary %lld, %s\n", c.model.name.c_str(), (long long)sample.seq_len,
                 (long long)sample.vocab_size,
-                sample.num_classes > 0 ? fmt::format("{} classes", sample.num_classes).c_str()
-                                       : fmt::format("masked-LM predicting {:g}% of tokens", 100 * sample.masked_fraction).c_str());
+                sample.num_classes > 0
+                    ? fmt::format("{} classes", sample.num_classes).c_str()
+                    : fmt::format("masked-LM predicting {:g}% of tokens", 100 * sample.masked_fraction).c_str());
   else
     std::printf("%s on %lldx%lldx%lld inputs, %lld classes\n", c.model.name.c_str(), (long long)sample.channels,
                 (long long)sample.height, (long long)sample.width, (long long)sample.num_classes);

@@ -14,14 +14,13 @@ int run_keys(bool markdown) {
                  "key must match the run directory's config.yaml.\n\n"
                  "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
     for (const auto& key : schema())
-      std::cout << "| `" << key.key << "` | " << config::key_type_name(key.type) << " | `" << key.default_yaml
-                << "` | " << config::describe_allowed(key) << " | " << key.doc << (key.resumable ? " *resumable*" : "")
-                << " |\n";
+      std::cout << "| `" << key.key << "` | " << config::key_type_name(key.type) << " | `" << key.default_yaml << "` | "
+                << config::describe_allowed(key) << " | " << key.doc << (key.resumable ? " *resumable*" : "") << " |\n";
     return 0;
   }
   for (const auto& key : schema())
-    std::cout << key.key << " = " << key.default_yaml << "  (" << config::describe_allowed(key) << ")\n    "
-              << key.doc << (key.resumable ? " (may change on resume)" : "") << "\n";
+    std::cout << key.key << " = " << key.default_yaml << "  (" << config::describe_allowed(key) << ")\n    " << key.doc
+              << (key.resumable ? " (may change on resume)" : "") << "\n";
   return 0;
 }
 

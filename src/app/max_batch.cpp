@@ -16,7 +16,8 @@ namespace {
 // Peak memory of a short bench at `batch` in `mode`, or -1 when the trial failed (out of memory, killed).
 int64_t trial_peak_memory(const std::string& spec_path, const std::vector<std::string>& overrides,
                           const std::string& mode, int64_t batch) {
-  const std::string out = fmt::format("{}/mpt-max-batch-{}.json", std::filesystem::temp_directory_path().string(), ::getpid());
+  const std::string out =
+      fmt::format("{}/mpt-max-batch-{}.json", std::filesystem::temp_directory_path().string(), ::getpid());
   std::vector<std::string> trial = overrides;
   trial.insert(trial.end(), {fmt::format("data.batch_size={}", batch), "precision.mode=" + mode});
   process::ChildOptions child;
@@ -28,8 +29,8 @@ int64_t trial_peak_memory(const std::string& spec_path, const std::vector<std::s
 
 }  // namespace
 
-int64_t largest_batch(const std::string& spec_path, const std::vector<std::string>& overrides,
-                      const std::string& mode, int64_t start, int64_t budget, nlohmann::json& trials) {
+int64_t largest_batch(const std::string& spec_path, const std::vector<std::string>& overrides, const std::string& mode,
+                      int64_t start, int64_t budget, nlohmann::json& trials) {
   auto fits = [&](int64_t batch) {
     const int64_t peak = trial_peak_memory(spec_path, overrides, mode, batch);
     trials.push_back({{"precision", mode}, {"batch", batch}, {"peak_memory_bytes", peak}});

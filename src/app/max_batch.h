@@ -12,7 +12,7 @@ namespace mpt::app {
 
 // The largest batch, a multiple of 8 from `start` up, whose training-step peak memory in precision `mode` stays
 // within `budget_bytes`: doubling, then bisection. Each trial is appended to `trials`; 0 when even the first fails.
-int64_t largest_batch(const std::string& spec_path, const std::vector<std::string>& overrides,
-                      const std::string& mode, int64_t start, int64_t budget_bytes, nlohmann::json& trials);
+int64_t largest_batch(const std::string& spec_path, const std::vector<std::string>& overrides, const std::string& mode,
+                      int64_t start, int64_t budget_bytes, nlohmann::json& trials);
 
 }  // namespace mpt::app

@@ -38,9 +38,9 @@ int launch_ranks(const TrainOptions& options) {
     throw UsageError("--nproc " + std::to_string(options.nproc) +
                      ": WORLD_SIZE/RANK are already set by a launcher (torchrun, srun); drop --nproc under it");
   const config::Spec spec = run::load_resolved_spec(options.spec_path, options.overrides);
-  const std::string run_dir = options.run_dir.empty() ? spec.get_string("experiment.output_root") + "/" +
-                                                            spec.get_string("experiment.name")
-                                                      : options.run_dir;
+  const std::string run_dir = options.run_dir.empty()
+                                  ? spec.get_string("experiment.output_root") + "/" + spec.get_string("experiment.name")
+                                  : options.run_dir;
   std::vector<std::string> args = {process::self_executable(), "train", options.spec_path};
   args.insert(args.end(), options.overrides.begin(), options.overrides.end());
   if (!options.run_dir.empty()) args.insert(args.end(), {"--run-dir", options.run_dir});
@@ -144,9 +144,10 @@ int run_train(const TrainOptions& options) {
   run::resume_from_plan(checkpointer, step, dir.plan(), dir.events());
   if (step.state().step >= c.train.total_steps && std::filesystem::exists(dir.dir() + "/summary.json")) {
     // Re-running a finished spec must not replace its summary with an empty one: report and keep it.
-    logger.info("{} already completed {} of {} steps; kept its summary.json (raise train.epochs or train.max_steps "
-                "to train further, or use another --run-dir)",
-                dir.dir(), step.state().step, c.train.total_steps);
+    logger.info(
+        "{} already completed {} of {} steps; kept its summary.json (raise train.epochs or train.max_steps "
+        "to train further, or use another --run-dir)",
+        dir.dir(), step.state().step, c.train.total_steps);
     return kExitOk;
   }
 
@@ -156,7 +157,8 @@ int run_train(const TrainOptions& options) {
   train::RunContext context = run::run_context(c, machine, stack, group);
   train::TrainResult result;
   try {
-    result = train::Trainer(c.train, step, {metrics, evaluator, checkpointer, dir.sinks()}, group).run(g_stop_requested);
+    result =
+        train::Trainer(c.train, step, {metrics, evaluator, checkpointer, dir.sinks()}, group).run(g_stop_requested);
   } catch (const std::exception& e) {
     run::record_failure(dir.dir(), group.rank(), step.state().step, e, context, dir.events(), dir.logger());
     throw;

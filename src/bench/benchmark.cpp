@@ -38,7 +38,8 @@ Timing time_steps(train::TrainStep& step, int64_t steps, torch::Device device) {
   for (int64_t i = 0; i < steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     step.run(/*observer=*/nullptr, /*stop_requested=*/false);
-    timing.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    timing.step_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   if (device.is_cuda()) torch::cuda::synchronize();
   timing.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timed_start).count();
@@ -81,8 +82,8 @@ BenchResult run_benchmark(run::ExperimentConfig c, const BenchOptions& options) 
 
   const int64_t batch = c.data.batch_size;
   const int64_t batches = std::clamp<int64_t>(options.warmup + options.steps + 1, 2, 64);
-  const data::Dataset train_set = options.real_data ? data::load_dataset(c.data, "train")
-                                                    : data::synthetic_dataset(c.data, batches * batch);
+  const data::Dataset train_set =
+      options.real_data ? data::load_dataset(c.data, "train") : data::synthetic_dataset(c.data, batches * batch);
   data::BatchLoader loader(train_set, batch, c.data.shuffle, c.experiment.seed, /*drop_last=*/true, data::Shard{},
                            data::Delivery::to(device));
   // On a GPU each phase mark synchronises the device, which would serialise the very steps being timed: there
@@ -136,8 +137,8 @@ BenchResult run_benchmark(run::ExperimentConfig c, const BenchOptions& options) 
 LoaderResult run_loader_benchmark(const run::ExperimentConfig& c, const BenchOptions& options) {
   hardware::configure_threads(static_cast<int>(c.device.threads));
   const int64_t batch = c.data.batch_size;
-  const data::Dataset dataset = options.real_data ? data::load_dataset(c.data, "train")
-                                                  : data::synthetic_dataset(c.data, 64 * batch);
+  const data::Dataset dataset =
+      options.real_data ? data::load_dataset(c.data, "train") : data::synthetic_dataset(c.data, 64 * batch);
   // Delivered where training would receive them: on a GPU that includes the copy and the on-device finishing.
   const torch::Device device = device_of(c);
   data::BatchLoader loader(dataset, batch, c.data.shuffle, c.experiment.seed, /*drop_last=*/true, data::Shard{},
@@ -165,8 +166,12 @@ LoaderResult run_loader_benchmark(const run::ExperimentConfig& c, const BenchOpt
 }
 
 nlohmann::json to_json(const LoaderResult& r) {
-  return {{"loader_only", true},       {"device", r.device}, {"data", r.real_data ? "real" : "synthetic"}, {"batch", r.batch},
-          {"batches", r.batches},      {"samples_per_sec", r.samples_per_sec},
+  return {{"loader_only", true},
+          {"device", r.device},
+          {"data", r.real_data ? "real" : "synthetic"},
+          {"batch", r.batch},
+          {"batches", r.batches},
+          {"samples_per_sec", r.samples_per_sec},
           {"median_batch_ms", r.median_batch_ms}};
 }
 
@@ -198,8 +203,10 @@ nlohmann::json to_json(const BenchResult& r) {
             {"optimizer", r.phases_ms.optimizer}}},
           {"train_flops_per_sample", r.train_flops_per_sample},
           {"achieved_flops", r.achieved_flops},
-          {"peak_flops", {{"dtype", r.peak_dtype}, {"gemm_n", r.gemm_n},
-                          {"flops", r.peak_flops > 0 ? nlohmann::json(r.peak_flops) : nlohmann::json(nullptr)}}},
+          {"peak_flops",
+           {{"dtype", r.peak_dtype},
+            {"gemm_n", r.gemm_n},
+            {"flops", r.peak_flops > 0 ? nlohmann::json(r.peak_flops) : nlohmann::json(nullptr)}}},
           {"mfu", r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr)},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"peak_memory_kind", r.peak_memory_kind},
@@ -210,25 +217,27 @@ nlohmann::json to_json(const BenchResult& r) {
 std::string render_table(const BenchResult& r) {
   const double total = r.phases_ms.total();
   auto share = [&](double ms) { return total > 0 ? 100.0 * ms / total : 0.0; };
-  std::string out = fmt::format("{} | {} ({}) | {} | batch {} | {} threads | BLAS {} | {} | {} data\n", r.model,
-                                r.precision, r.strategy, r.device, r.batch, r.threads, r.blas, r.allocator,
-                                r.real_data ? "real" : "synthetic");
+  std::string out =
+      fmt::format("{} | {} ({}) | {} | batch {} | {} threads | BLAS {} | {} | {} data\n", r.model, r.precision,
+                  r.strategy, r.device, r.batch, r.threads, r.blas, r.allocator, r.real_data ? "real" : "synthetic");
   out += fmt::format("  samples/s       {:.1f}\n", r.samples_per_sec);
   out += fmt::format("  step            median {:.2f} ms, p90 {:.2f} ms ({} timed steps)\n", r.median_step_ms,
                      r.p90_step_ms, r.steps);
-  out += fmt::format("  breakdown       data {:.2f} ms ({:.0f}%) | forward {:.2f} ({:.0f}%) | backward {:.2f} ({:.0f}%) | "
-                     "scaler {:.2f} ({:.0f}%) | optimizer {:.2f} ({:.0f}%)\n",
-                     r.phases_ms.data, share(r.phases_ms.data), r.phases_ms.forward, share(r.phases_ms.forward),
-                     r.phases_ms.backward, share(r.phases_ms.backward), r.phases_ms.scaler, share(r.phases_ms.scaler),
-                     r.phases_ms.optimizer, share(r.phases_ms.optimizer));
-  out += fmt::format("  compute         {:.3g} GFLOP/sample -> {:.1f} GFLOP/s achieved\n", r.train_flops_per_sample / 1e9,
-                     r.achieved_flops / 1e9);
+  out += fmt::format(
+      "  breakdown       data {:.2f} ms ({:.0f}%) | forward {:.2f} ({:.0f}%) | backward {:.2f} ({:.0f}%) | "
+      "scaler {:.2f} ({:.0f}%) | optimizer {:.2f} ({:.0f}%)\n",
+      r.phases_ms.data, share(r.phases_ms.data), r.phases_ms.forward, share(r.phases_ms.forward), r.phases_ms.backward,
+      share(r.phases_ms.backward), r.phases_ms.scaler, share(r.phases_ms.scaler), r.phases_ms.optimizer,
+      share(r.phases_ms.optimizer));
+  out += fmt::format("  compute         {:.3g} GFLOP/sample -> {:.1f} GFLOP/s achieved\n",
+                     r.train_flops_per_sample / 1e9, r.achieved_flops / 1e9);
   if (r.peak_flops > 0)
     out += fmt::format("  peak            {:.1f} GFLOP/s ({} GEMM {}^3, measured now) -> MFU {:.1f}%\n",
                        r.peak_flops / 1e9, r.peak_dtype, r.gemm_n, 100.0 * r.mfu);
   else
     out += "  peak            not measured (--no-peak)\n";
-  out += fmt::format("  peak memory     {:.0f} MiB ({})\n", r.peak_memory_bytes / (1024.0 * 1024.0), r.peak_memory_kind);
+  out +=
+      fmt::format("  peak memory     {:.0f} MiB ({})\n", r.peak_memory_bytes / (1024.0 * 1024.0), r.peak_memory_kind);
   if (r.tensor_cores.multiple > 0) out += "  " + models::describe(r.tensor_cores) + "\n";
   if (r.ops.empty()) return out;
   out += "  ops per step    (LibTorch's profiler was on during the timed steps)\n";

@@ -31,7 +31,7 @@ struct BenchResult {
   double samples_per_sec = 0.0;
   double median_step_ms = 0.0;
   double p90_step_ms = 0.0;
-  train::StepPhases phases_ms;  // mean milliseconds per timed step
+  train::StepPhases phases_ms;          // mean milliseconds per timed step
   double train_flops_per_sample = 0.0;  // 6 x forward MACs (2 FLOPs per MAC, backward twice the forward)
   double achieved_flops = 0.0;
   std::string peak_dtype;

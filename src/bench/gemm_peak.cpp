@@ -24,8 +24,10 @@ GemmPeak measure_gemm_flops(torch::ScalarType dtype, torch::Device device, int64
   };
   auto time_one = [&](const torch::Tensor& a, const torch::Tensor& b, torch::Tensor& c) {
     const auto start = std::chrono::steady_clock::now();
-    if (emulated) c = torch::mm(a, b);
-    else torch::mm_out(c, a, b);
+    if (emulated)
+      c = torch::mm(a, b);
+    else
+      torch::mm_out(c, a, b);
     sync();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };

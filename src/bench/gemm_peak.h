@@ -13,7 +13,6 @@ struct GemmPeak {
 
 // FLOP/s of an n x n x n matmul in `dtype` on `device`, best of repeated timings over ~`seconds`. n doubles from
 // 256 up to `max_n` while one product takes under a tenth of that time, so a slow GEMM cannot stall the probe.
-GemmPeak measure_gemm_flops(torch::ScalarType dtype, torch::Device device, int64_t max_n = 2048,
-                            double seconds = 1.0);
+GemmPeak measure_gemm_flops(torch::ScalarType dtype, torch::Device device, int64_t max_n = 2048, double seconds = 1.0);
 
 }  // namespace mpt::bench

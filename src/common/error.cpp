@@ -4,8 +4,8 @@
 namespace mpt {
 
 void check_failed(const char* condition, const char* file, int line, const std::string& message) {
-  throw Error(std::string("internal check failed: ") + condition + " at " + file + ":" + std::to_string(line) +
-              ": " + message);
+  throw Error(std::string("internal check failed: ") + condition + " at " + file + ":" + std::to_string(line) + ": " +
+              message);
 }
 
 }  // namespace mpt

@@ -36,7 +36,7 @@ class UsageError : public Error {
 
 }  // namespace mpt
 
-#define MPT_CHECK(condition, message)                                   \
-  do {                                                                  \
+#define MPT_CHECK(condition, message)                                                 \
+  do {                                                                                \
     if (!(condition)) ::mpt::check_failed(#condition, __FILE__, __LINE__, (message)); \
   } while (false)

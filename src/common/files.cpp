@@ -122,8 +122,8 @@ std::vector<nlohmann::json> read_jsonl_records(const std::string& path) {
     nlohmann::json record = parse_json(line);
     if (record.is_discarded() || !record.is_object()) {
       if (torn_tail) break;
-      throw Error(path + ":" + std::to_string(number) + ": not a JSON object (fix or remove that line): " +
-                  line.substr(0, 80));
+      throw Error(path + ":" + std::to_string(number) +
+                  ": not a JSON object (fix or remove that line): " + line.substr(0, 80));
     }
     records.push_back(std::move(record));
   }

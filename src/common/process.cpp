@@ -41,7 +41,7 @@ ChildResult run_child(const std::vector<std::string>& args, const ChildOptions& 
   const auto started = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) throw Error(std::string("cannot start ") + args[0] + ": " + std::strerror(errno));
-  if (pid == 0) {  // the child: only async-signal-safe calls until exec
+  if (pid == 0) {                // the child: only async-signal-safe calls until exec
     ::signal(SIGPIPE, SIG_DFL);  // mpt ignores these (main.cpp); an ignored disposition would survive exec
     ::signal(SIGXFSZ, SIG_DFL);
     if (options.own_process_group) ::setpgid(0, 0);
@@ -67,7 +67,8 @@ ChildResult run_child(const std::vector<std::string>& args, const ChildOptions& 
       ::kill(target, SIGTERM);
       terminated = result.timed_out = true;
     }
-    if (terminated && !killed && elapsed > options.timeout_sec + options.grace_sec) ::kill(target, SIGKILL), killed = true;
+    if (terminated && !killed && elapsed > options.timeout_sec + options.grace_sec)
+      ::kill(target, SIGKILL), killed = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

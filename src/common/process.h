@@ -10,14 +10,14 @@
 namespace mpt::process {
 
 struct ChildOptions {
-  std::string log_path;             // stdout and stderr appended here; empty: inherit ours
-  double timeout_sec = 0.0;         // 0: none; else SIGTERM at the budget (mpt checkpoints), SIGKILL after grace
+  std::string log_path;      // stdout and stderr appended here; empty: inherit ours
+  double timeout_sec = 0.0;  // 0: none; else SIGTERM at the budget (mpt checkpoints), SIGKILL after grace
   double grace_sec = 60.0;
-  bool own_process_group = false;   // so a timeout reaches grandchildren (ab-compare's runs) too
+  bool own_process_group = false;  // so a timeout reaches grandchildren (ab-compare's runs) too
 };
 
 struct ChildResult {
-  int exit_code = 0;       // the child's exit status, or 128 + signal when a signal ended it
+  int exit_code = 0;  // the child's exit status, or 128 + signal when a signal ended it
   bool timed_out = false;
   double seconds = 0.0;
 };

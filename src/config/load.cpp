@@ -27,8 +27,10 @@ bool is_section(const std::string& prefix) {
 std::string unknown_key_message(const std::string& where, const std::string& key) {
   std::string message = where + ": unknown key '" + echo(key) + "'";
   std::string suggestion = closest_key(key);
-  if (!suggestion.empty()) message += "; did you mean '" + suggestion + "'?";
-  else message += "; see docs/spec.md for every key";
+  if (!suggestion.empty())
+    message += "; did you mean '" + suggestion + "'?";
+  else
+    message += "; see docs/spec.md for every key";
   return message;
 }
 
@@ -56,7 +58,8 @@ constexpr const char* kNoControlCharacters = "control characters (such as newlin
 std::string check_number(const KeySpec& spec, const YAML::Node& node, const std::string& expected) {
   if (!node.IsScalar()) return expected;
   int64_t integer = 0;
-  if (spec.type == KeyType::kInt) return is_integer_scalar(node, &integer) && in_range(spec, static_cast<double>(integer)) ? "" : expected;
+  if (spec.type == KeyType::kInt)
+    return is_integer_scalar(node, &integer) && in_range(spec, static_cast<double>(integer)) ? "" : expected;
   try {
     return in_range(spec, node.as<double>()) ? "" : expected;
   } catch (const YAML::Exception&) {
@@ -68,7 +71,8 @@ std::string check_text(const KeySpec& spec, const YAML::Node& node, const std::s
   if (!node.IsScalar() && !node.IsNull()) return expected;
   const std::string value = node.IsNull() ? "" : node.as<std::string>();
   if (has_control_characters(value)) return kNoControlCharacters;
-  const bool allowed = spec.choices.empty() || std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end();
+  const bool allowed =
+      spec.choices.empty() || std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end();
   return allowed ? "" : expected;
 }
 
@@ -121,7 +125,9 @@ void flatten(const YAML::Node& map, const std::string& prefix, const std::string
     const std::string where = where_in(source, entry.first);
     if (!entry.first.IsScalar()) {
       problems.push_back(where + ": a key must be a plain name, not a " +
-                         (entry.first.IsMap() ? "mapping" : entry.first.IsSequence() ? "list" : "null"));
+                         (entry.first.IsMap()        ? "mapping"
+                          : entry.first.IsSequence() ? "list"
+                                                     : "null"));
       continue;
     }
     const std::string name = entry.first.as<std::string>();
@@ -129,17 +135,21 @@ void flatten(const YAML::Node& map, const std::string& prefix, const std::string
     const YAML::Node& value = entry.second;
     const int line = entry.first.Mark().line + 1;
     if (auto [earlier, first] = seen.emplace(name, line); !first) {
-      problems.push_back(where + ": '" + echo(key) + "' is given twice (lines " + std::to_string(earlier->second) + " and " +
-                         std::to_string(line) + "); keep one");
+      problems.push_back(where + ": '" + echo(key) + "' is given twice (lines " + std::to_string(earlier->second) +
+                         " and " + std::to_string(line) + "); keep one");
       continue;
     }
     if (const KeySpec* key_spec = find_key(key)) {
       std::string problem = check_value(*key_spec, value);
-      if (!problem.empty()) problems.push_back(where + ": " + key + " = " + echo(yaml_inline(value)) + ": " + problem);
-      else spec.set(key, value, where);
+      if (!problem.empty())
+        problems.push_back(where + ": " + key + " = " + echo(yaml_inline(value)) + ": " + problem);
+      else
+        spec.set(key, value, where);
     } else if (is_section(key)) {
-      if (value.IsMap()) flatten(value, key, source, spec, problems);
-      else if (!value.IsNull()) problems.push_back(where + ": '" + key + "' is a section; expected a mapping of keys");
+      if (value.IsMap())
+        flatten(value, key, source, spec, problems);
+      else if (!value.IsNull())
+        problems.push_back(where + ": '" + key + "' is a section; expected a mapping of keys");
     } else {  // past kProblemsDescribed only counted: finding a suggestion costs a scan of the table
       problems.push_back(problems.size() < kProblemsDescribed ? unknown_key_message(where, key) : "");
     }
@@ -156,7 +166,8 @@ void apply_override(const std::string& text, Spec& spec, std::vector<std::string
   const auto equals = body.find('=');
   const std::string where = "override '" + echo(text) + "'";
   if (body.empty() || equals == 0 || (equals == std::string::npos && !remove)) {
-    problems.push_back(where + ": expected key=value (+key=value adds, ++key=value adds or sets, ~key deletes), "
+    problems.push_back(where +
+                       ": expected key=value (+key=value adds, ++key=value adds or sets, ~key deletes), "
                        "e.g. optimizer.lr=3e-4");
     return;
   }
@@ -176,11 +187,13 @@ void apply_override(const std::string& text, Spec& spec, std::vector<std::string
     }
   }
   if (remove) {
-    if (!spec.has(key)) problems.push_back(where + ": " + key + " is not set in the spec; nothing to delete");
+    if (!spec.has(key))
+      problems.push_back(where + ": " + key + " is not set in the spec; nothing to delete");
     else if (equals != std::string::npos && spec.value_text(key) != yaml_inline(value))
-      problems.push_back(where + ": " + key + " is " + echo(spec.value_text(key)) + " (" + spec.origin(key) + "), not " +
-                         echo(yaml_inline(value)));
-    else spec.erase(key);
+      problems.push_back(where + ": " + key + " is " + echo(spec.value_text(key)) + " (" + spec.origin(key) +
+                         "), not " + echo(yaml_inline(value)));
+    else
+      spec.erase(key);
     return;
   }
   if (add && spec.has(key)) {
@@ -189,8 +202,10 @@ void apply_override(const std::string& text, Spec& spec, std::vector<std::string
     return;
   }
   std::string problem = check_value(*key_spec, value);
-  if (!problem.empty()) problems.push_back(where + ": " + key + " = " + echo(yaml_inline(value)) + ": " + problem);
-  else spec.set(key, value, "override");
+  if (!problem.empty())
+    problems.push_back(where + ": " + key + " = " + echo(yaml_inline(value)) + ": " + problem);
+  else
+    spec.set(key, value, "override");
 }
 
 }  // namespace
@@ -214,8 +229,10 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
     if (!node.IsMap() && !node.IsSequence()) continue;
     if (depth > kMaxYamlDepth) throw UsageError(source + ":" + std::to_string(node.Mark().line + 1) + ": " + too_deep);
     for (const auto& child : node) {
-      if (node.IsMap()) pending.push_back({child.first, depth + 1}), pending.push_back({child.second, depth + 1});
-      else pending.push_back({child, depth + 1});
+      if (node.IsMap())
+        pending.push_back({child.first, depth + 1}), pending.push_back({child.second, depth + 1});
+      else
+        pending.push_back({child, depth + 1});
     }
   }
   return root;
@@ -237,8 +254,10 @@ Spec parse_spec(const std::string& yaml_text, const std::string& source_name,
   Spec spec(source_name);
   std::vector<std::string> problems;
   const YAML::Node root = parse_yaml(yaml_text, source_name);
-  if (root.IsMap()) flatten(root, "", source_name, spec, problems);
-  else if (!root.IsNull()) problems.push_back(source_name + ":1: expected a mapping of sections (experiment:, model:, ...)");
+  if (root.IsMap())
+    flatten(root, "", source_name, spec, problems);
+  else if (!root.IsNull())
+    problems.push_back(source_name + ":1: expected a mapping of sections (experiment:, model:, ...)");
   for (const auto& text : overrides) apply_override(text, spec, problems);
   throw_if_errors(source_name, problems);
   // The defaults parsed once: each spec gets its own copy of the nodes it lacks.

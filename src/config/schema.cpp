@@ -20,8 +20,8 @@ KeySpec integer(std::string key, std::string def, double min, double max, std::s
 }
 KeySpec real(std::string key, std::string def, double min, double max, std::string doc, bool min_exclusive = false,
              bool max_exclusive = false) {
-  return KeySpec{std::move(key), KeyType::kFloat, std::move(def), {}, min, max, min_exclusive, max_exclusive,
-                 std::move(doc)};
+  return KeySpec{std::move(key), KeyType::kFloat, std::move(def), {}, min, max,
+                 min_exclusive,  max_exclusive,   std::move(doc)};
 }
 KeySpec boolean(std::string key, std::string def, std::string doc) {
   return KeySpec{std::move(key), KeyType::kBool, std::move(def), {}, -kInf, kInf, false, false, std::move(doc)};
@@ -30,8 +30,8 @@ KeySpec text(std::string key, std::string def, std::string doc) {
   return KeySpec{std::move(key), KeyType::kString, std::move(def), {}, -kInf, kInf, false, false, std::move(doc)};
 }
 KeySpec choice(std::string key, std::string def, std::vector<std::string> choices, std::string doc) {
-  return KeySpec{std::move(key), KeyType::kString, std::move(def), std::move(choices), -kInf, kInf, false, false,
-                 std::move(doc)};
+  return KeySpec{std::move(key), KeyType::kString, std::move(def), std::move(choices), -kInf, kInf, false,
+                 false,          std::move(doc)};
 }
 KeySpec list(std::string key, KeyType type, std::string def, double min, std::string doc) {
   return KeySpec{std::move(key), type, std::move(def), {}, min, kInf, false, false, std::move(doc)};
@@ -47,7 +47,8 @@ std::vector<KeySpec> experiment_and_model_keys() {
   return {
       resumable(text("experiment.name", "\"\"", "Run name; empty means the spec file's stem.")),
       integer("experiment.seed", "0", 0, 4294967295.0, "Seeds weights, dropout and the data order."),
-      resumable(text("experiment.output_root", "runs", "Run directories go to OUTPUT_ROOT/NAME unless --run-dir is given.")),
+      resumable(
+          text("experiment.output_root", "runs", "Run directories go to OUTPUT_ROOT/NAME unless --run-dir is given.")),
 
       choice("model.name", "mlp",
              {"mlp", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "bert-tiny", "bert-mini",
@@ -73,7 +74,8 @@ std::vector<KeySpec> experiment_and_model_keys() {
            "Model tensors (globs over their names, e.g. [fc.*]) that keep their initialisation whatever "
            "model.init_from holds: fine-tuning with a head of another size."),
       boolean("model.small_input", "false", "ResNet: 3x3 stride-1 stem without max-pool, for 28-32 px images."),
-      boolean("model.zero_init_residual", "false", "ResNet: zero the last norm of each block (blocks start as identity)."),
+      boolean("model.zero_init_residual", "false",
+              "ResNet: zero the last norm of each block (blocks start as identity)."),
       boolean("model.channels_last", "false",
               "ResNet: NHWC (channels-last) weights and activations, the layout oneDNN's BF16 convolutions and CUDA "
               "Tensor Cores prefer."),
@@ -91,7 +93,8 @@ std::vector<KeySpec> data_keys() {
            "data_batch_1..5.bin and test_batch.bin; image_folder: ROOT/train/<class>/*.jpg|png and ROOT/val (or "
            "test)/<class>/...; text_corpus: a UTF-8 file, or a folder whose *.txt files are read in sorted order; "
            "text_classification: folder with train.tsv and test.tsv (LABEL<TAB>TEXT per line)."),
-      integer("data.batch_size", "128", 1, 1 << 20, "Micro-batch per step; the global batch is this x grad_accum_steps."),
+      integer("data.batch_size", "128", 1, 1 << 20,
+              "Micro-batch per step; the global batch is this x grad_accum_steps."),
       integer("data.image_size", "0", 0, 4096, "Resize images to N x N (bilinear) before the model; 0 = native."),
       integer("data.channels", "0", 0, 3, "3 replicates grayscale images to RGB; 0 = native."),
       boolean("data.augment", "false",
@@ -102,8 +105,10 @@ std::vector<KeySpec> data_keys() {
            "text_corpus: WordPiece vocabulary, one token per line (scripts/setup.sh provides bert-base-uncased's)."),
       boolean("data.lowercase", "true", "text_corpus: lower-case and strip accents, as bert-base-uncased does."),
       integer("data.seq_len", "128", 3, 512, "text_corpus: tokens per sequence, [CLS] and [SEP] included."),
-      real("data.mask_prob", "0.15", 0, 1, "text_corpus: share of tokens masked-LM predicts (80% [MASK], 10% random, "
-           "10% kept).", true, true),
+      real("data.mask_prob", "0.15", 0, 1,
+           "text_corpus: share of tokens masked-LM predicts (80% [MASK], 10% random, "
+           "10% kept).",
+           true, true),
       integer("data.test_every", "20", 2, kInf, "text_corpus: every N-th packed sequence is held out for evaluation."),
       boolean("data.shuffle", "true", "Reshuffle the training set every epoch (deterministic in seed and epoch)."),
       integer("data.train_limit", "0", 0, kInf, "Use only the first N training samples (0 = all)."),
@@ -122,8 +127,7 @@ std::vector<KeySpec> precision_keys() {
              "autocast: FP32 weights cast per op (PyTorch AMP, Apex O1); master_weights: BF16/FP16 weights in the "
              "model, FP32 masters in the optimizer (Apex O2); auto: master_weights for mixed precision on the CPU, "
              "where the fused optimizer steps the masters in one pass, autocast elsewhere."),
-      list("precision.fp32_modules", KeyType::kStringList,
-           "[head, fc, '*LayerNorm', cls.predictions, classifier]", 0,
+      list("precision.fp32_modules", KeyType::kStringList, "[head, fc, '*LayerNorm', cls.predictions, classifier]", 0,
            "Module name patterns run as FP32 islands under autocast, FP32 activations in and out ('*' matches any "
            "run of characters): by default the output layers (MLP head, ResNet fc, BERT's heads) and BERT's "
            "LayerNorms. Batch norms keep FP32 weights and statistics and compute in FP32 on BF16/FP16 activations "
@@ -138,9 +142,10 @@ std::vector<KeySpec> precision_keys() {
       boolean("precision.tf32", "false", "CUDA FP32 runs: allow TF32 Tensor Core math in matmul and cuDNN."),
       choice("precision.loss_scale.mode", "auto", {"auto", "dynamic", "static", "none"},
              "auto: dynamic for fp16, none otherwise. Non-finite gradients always skip the step."),
-      real("precision.loss_scale.init", "32768", 0, kFp32Max, "Initial (or static) loss scale (the seed's 2^15).", true),
-      real("precision.loss_scale.growth_factor", "2.0", 1, kFp32Max, "Scale multiplier after growth_interval clean steps.",
+      real("precision.loss_scale.init", "32768", 0, kFp32Max, "Initial (or static) loss scale (the seed's 2^15).",
            true),
+      real("precision.loss_scale.growth_factor", "2.0", 1, kFp32Max,
+           "Scale multiplier after growth_interval clean steps.", true),
       real("precision.loss_scale.backoff_factor", "0.5", 0, 1, "Scale multiplier on overflow.", true, true),
       integer("precision.loss_scale.growth_interval", "2000", 1, kInf, "Overflow-free steps before growing."),
       integer("precision.loss_scale.hysteresis", "1", 1, kInf,
@@ -175,15 +180,18 @@ std::vector<KeySpec> training_keys() {
       resumable(integer("train.epochs", "10", 0, kInf, "Passes over the training set (used when max_steps is 0).")),
       resumable(integer("train.max_steps", "0", 0, kInf, "Stop after this many steps; overrides epochs when > 0.")),
       resumable(integer("train.log_every_steps", "50", 1, kInf, "Write a metrics line every N steps.")),
-      resumable(integer("train.eval_every_steps", "0", 0, kInf, "Evaluate every N steps (0 = at the end of each epoch).")),
+      resumable(
+          integer("train.eval_every_steps", "0", 0, kInf, "Evaluate every N steps (0 = at the end of each epoch).")),
       integer("train.eval_batch_size", "1000", 1, 1 << 20, "Samples per evaluation batch (no gradients kept)."),
       real("train.grad_clip_norm", "0.0", 0, kInf, "Clip the global grad norm (after unscaling); 0 = off."),
       integer("train.grad_accum_steps", "1", 1, 4096, "Micro-batches accumulated per optimizer step."),
       integer("train.max_consecutive_skips", "100", 1, kInf,
               "Stop with status 'diverged' after this many consecutive steps with non-finite gradients."),
-      resumable(choice("train.progress", "auto", {"auto", "bar", "plain"}, "auto: a live line on a TTY, log lines otherwise.")),
+      resumable(choice("train.progress", "auto", {"auto", "bar", "plain"},
+                       "auto: a live line on a TTY, log lines otherwise.")),
 
-      resumable(integer("checkpoint.every_steps", "500", 0, kInf, "Save every N steps (0 = only at the end); always at the end.")),
+      resumable(integer("checkpoint.every_steps", "500", 0, kInf,
+                        "Save every N steps (0 = only at the end); always at the end.")),
       resumable(integer("checkpoint.keep_last", "3", 1, kInf, "Keep the newest N checkpoints.")),
   };
 }
@@ -192,37 +200,44 @@ std::vector<KeySpec> system_keys() {
   return {
       choice("device.type", "auto", {"auto", "cpu", "cuda"}, "auto: cuda when available, else cpu."),
       resumable(integer("device.threads", "0", 0, 1024,
-              "Intra-op and BLAS threads (0 = all cores, shared among the ranks on one machine).")),
+                        "Intra-op and BLAS threads (0 = all cores, shared among the ranks on one machine).")),
 
       choice("distributed.backend", "auto", {"auto", "gloo", "nccl"},
              "Data-parallel engine (c10d) when launched with --nproc, torchrun or srun: auto = nccl on CUDA, gloo "
              "on CPU."),
-      resumable(real("distributed.timeout_sec", "300", 1, kInf,
-           "Longest wait for the rendezvous and for any collective: a rank that died or hangs stops the others "
-           "with an error after at most this long.")),
+      resumable(
+          real("distributed.timeout_sec", "300", 1, kInf,
+               "Longest wait for the rendezvous and for any collective: a rank that died or hangs stops the others "
+               "with an error after at most this long.")),
       real("distributed.bucket_mb", "25", 0.01, kInf, "Gradient all-reduce bucket size (PyTorch DDP's default)."),
       boolean("distributed.sync_batchnorm", "false",
               "Batch norm with the global batch's statistics (all ranks), as PyTorch's SyncBatchNorm; false: "
               "each rank normalises with its own batch (DDP's default)."),
 
-      resumable(boolean("debug.check_numerics", "false",
-              "Check every module's output for Inf/NaN and name the first offender (one sync per module: slow).")),
+      resumable(
+          boolean("debug.check_numerics", "false",
+                  "Check every module's output for Inf/NaN and name the first offender (one sync per module: slow).")),
       resumable(list("debug.inject_nonfinite_grad_at", KeyType::kIntList, "[]", 1,
-           "Steps at which one gradient is set to +inf after backward, to rehearse overflow handling.")),
-      resumable(text("debug.inject_nonfinite_param", "\"\"",
-           "Parameter (module path, e.g. head.weight) that receives the injected Inf; empty = the first one.")),
-      resumable(integer("debug.stop_after_steps", "0", 0, kInf,
-              "Stop as if interrupted after this step (checkpoint, status 'interrupted'), to rehearse resume.")),
-      resumable(integer("debug.inject_nonfinite_rank", "-1", -1, kInf,
-              "Data parallelism: only this rank injects the Inf of inject_nonfinite_grad_at (-1 = every rank).")),
-      resumable(integer("debug.die_at_step", "0", 0, kInf,
-              "Data parallelism: the last rank kills itself (SIGKILL) at this step, to rehearse losing a rank.")),
+                     "Steps at which one gradient is set to +inf after backward, to rehearse overflow handling.")),
+      resumable(
+          text("debug.inject_nonfinite_param", "\"\"",
+               "Parameter (module path, e.g. head.weight) that receives the injected Inf; empty = the first one.")),
+      resumable(
+          integer("debug.stop_after_steps", "0", 0, kInf,
+                  "Stop as if interrupted after this step (checkpoint, status 'interrupted'), to rehearse resume.")),
+      resumable(
+          integer("debug.inject_nonfinite_rank", "-1", -1, kInf,
+                  "Data parallelism: only this rank injects the Inf of inject_nonfinite_grad_at (-1 = every rank).")),
+      resumable(
+          integer("debug.die_at_step", "0", 0, kInf,
+                  "Data parallelism: the last rank kills itself (SIGKILL) at this step, to rehearse losing a rank.")),
       resumable(real("debug.slow_down", "0.0", 0, 10,
-           "Sleep this fraction of each step's own time inside the step: a planted slowdown (0.1 = 10% fewer "
-           "samples/s), to check that a nightly's throughput alarm catches it.")),
-      resumable(boolean("debug.forbid_host_syncs", "false",
-              "On a GPU: stop with an error naming the operation when a training step makes the host wait for the "
-              "device anywhere but the one overflow check (LibTorch's sync debug mode). No effect on a CPU.")),
+                     "Sleep this fraction of each step's own time inside the step: a planted slowdown (0.1 = 10% fewer "
+                     "samples/s), to check that a nightly's throughput alarm catches it.")),
+      resumable(
+          boolean("debug.forbid_host_syncs", "false",
+                  "On a GPU: stop with an error naming the operation when a training step makes the host wait for the "
+                  "device anywhere but the one overflow check (LibTorch's sync debug mode). No effect on a CPU.")),
   };
 }
 
@@ -268,13 +283,20 @@ bool may_differ_on_resume(const std::string& key) {
 std::string closest_key(const std::string& unknown) {
   // The names PyTorch, Hugging Face and Keras users bring, too far from mpt's in spelling to be found by distance.
   static const std::map<std::string, std::string> kForeignNames = {
-      {"learning_rate", "optimizer.lr"},          {"num_epochs", "train.epochs"},
-      {"num_train_epochs", "train.epochs"},       {"max_grad_norm", "train.grad_clip_norm"},
-      {"clip_grad_norm", "train.grad_clip_norm"}, {"gradient_accumulation_steps", "train.grad_accum_steps"},
-      {"accumulate_grad_batches", "train.grad_accum_steps"}, {"num_warmup_steps", "schedule.warmup_steps"},
-      {"lr_scheduler", "schedule.name"},          {"per_device_train_batch_size", "data.batch_size"},
-      {"num_workers", "data.workers"},            {"amp", "precision.mode"},
-      {"fp16", "precision.mode"},                 {"bf16", "precision.mode"},
+      {"learning_rate", "optimizer.lr"},
+      {"num_epochs", "train.epochs"},
+      {"num_train_epochs", "train.epochs"},
+      {"max_grad_norm", "train.grad_clip_norm"},
+      {"clip_grad_norm", "train.grad_clip_norm"},
+      {"gradient_accumulation_steps", "train.grad_accum_steps"},
+      {"accumulate_grad_batches", "train.grad_accum_steps"},
+      {"num_warmup_steps", "schedule.warmup_steps"},
+      {"lr_scheduler", "schedule.name"},
+      {"per_device_train_batch_size", "data.batch_size"},
+      {"num_workers", "data.workers"},
+      {"amp", "precision.mode"},
+      {"fp16", "precision.mode"},
+      {"bf16", "precision.mode"},
       {"init_scale", "precision.loss_scale.init"}};
   const std::string leaf = last_segment(unknown);
   if (auto it = kForeignNames.find(leaf); it != kForeignNames.end()) return it->second;
@@ -304,8 +326,9 @@ std::string describe_allowed(const KeySpec& spec) {
     for (size_t i = 0; i < spec.choices.size(); ++i) out << (i ? ", " : "") << spec.choices[i];
     return out.str();
   }
-  out << (spec.type == KeyType::kInt ? "an integer" : spec.type == KeyType::kFloat ? "a number"
-                                                                                     : key_type_name(spec.type));
+  out << (spec.type == KeyType::kInt     ? "an integer"
+          : spec.type == KeyType::kFloat ? "a number"
+                                         : key_type_name(spec.type));
   auto bound = [](double v) {
     std::ostringstream s;
     s << v << (v == kFp32Max ? " (FP32's largest finite value)" : "");

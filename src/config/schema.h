@@ -14,9 +14,9 @@ enum class KeyType { kInt, kFloat, kBool, kString, kIntList, kStringList };
 const char* key_type_name(KeyType type);
 
 struct KeySpec {
-  std::string key;            // dotted path, e.g. "precision.loss_scale.init"
+  std::string key;  // dotted path, e.g. "precision.loss_scale.init"
   KeyType type;
-  std::string default_yaml;   // the default, written as YAML ("2000", "[512]", "fp32", "\"\"")
+  std::string default_yaml;          // the default, written as YAML ("2000", "[512]", "fp32", "\"\"")
   std::vector<std::string> choices;  // for enum-like strings; empty means free text
   double min = -std::numeric_limits<double>::infinity();  // inclusive bounds for numbers
   double max = std::numeric_limits<double>::infinity();

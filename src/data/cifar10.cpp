@@ -34,7 +34,8 @@ Dataset load_cifar10(const DataConfig& config, const std::string& split, int64_t
     const std::string bytes = read_file(path);
     const auto size = static_cast<int64_t>(bytes.size());
     if (size == 0 || size % kRecordBytes != 0)
-      throw Error(path + ": " + std::to_string(size) + " bytes is not a whole number of 3,073-byte records (truncated?)");
+      throw Error(path + ": " + std::to_string(size) +
+                  " bytes is not a whole number of 3,073-byte records (truncated?)");
     const int64_t records = size / kRecordBytes;
     torch::Tensor raw = torch::from_blob(const_cast<char*>(bytes.data()), {records, kRecordBytes}, torch::kUInt8);
     torch::Tensor record_labels = raw.select(1, 0).to(torch::kLong);

@@ -20,16 +20,16 @@ struct DataConfig {
   bool shuffle = true;
   int64_t train_limit = 0;  // 0 = all
   int64_t test_limit = 0;
-  int64_t image_size = 0;   // resize batches to image_size x image_size (0 = native)
-  int64_t channels = 0;     // 3 replicates grayscale to RGB (0 = native)
-  bool augment = false;     // training batches: random crop and horizontal flip
-  int64_t workers = 2;      // image_folder: decoding threads, each preparing one batch ahead
+  int64_t image_size = 0;  // resize batches to image_size x image_size (0 = native)
+  int64_t channels = 0;    // 3 replicates grayscale to RGB (0 = native)
+  bool augment = false;    // training batches: random crop and horizontal flip
+  int64_t workers = 2;     // image_folder: decoding threads, each preparing one batch ahead
   // Text
   std::string vocab = "data/bert-base-uncased/vocab.txt";  // WordPiece vocab.txt
-  bool lowercase = true;      // bert-base-uncased's normalisation: lower-case and strip accents
-  int64_t seq_len = 128;      // tokens per sequence, [CLS] and [SEP] included
-  double mask_prob = 0.15;    // masked-LM: share of tokens chosen for prediction
-  int64_t test_every = 20;    // every N-th packed sequence is held out for evaluation
+  bool lowercase = true;    // bert-base-uncased's normalisation: lower-case and strip accents
+  int64_t seq_len = 128;    // tokens per sequence, [CLS] and [SEP] included
+  double mask_prob = 0.15;  // masked-LM: share of tokens chosen for prediction
+  int64_t test_every = 20;  // every N-th packed sequence is held out for evaluation
 };
 
 // Masked-LM batches: of the chosen tokens, 80% become [MASK], 10% a random token, 10% stay (BERT's recipe).
@@ -47,7 +47,7 @@ struct Dataset {
   std::vector<float> std{1.0f};
   int64_t out_channels = 0;  // batch shape adjustments (DataConfig::channels, image_size); 0 = native
   int64_t out_size = 0;
-  bool augment = false;      // training: random crop (in-memory) or random-resized crop (files), and flips
+  bool augment = false;  // training: random crop (in-memory) or random-resized crop (files), and flips
   // Image files (image_folder): decoded per batch on worker threads instead of `images`.
   std::vector<std::string> files;
   int64_t workers = 2;

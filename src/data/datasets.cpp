@@ -69,7 +69,8 @@ std::vector<DataProblem> text_corpus_files(const DataConfig& c) {
 }
 
 std::vector<DataProblem> text_classification_files(const DataConfig& c) {
-  std::vector<DataProblem> problems = at_root(missing_files(c.root, c.root, {"train.tsv", "test.tsv"}, "LABEL<TAB>TEXT per line"));
+  std::vector<DataProblem> problems =
+      at_root(missing_files(c.root, c.root, {"train.tsv", "test.tsv"}, "LABEL<TAB>TEXT per line"));
   for (auto& problem : vocabulary_problems(c)) problems.push_back(std::move(problem));
   return problems;
 }

@@ -38,19 +38,17 @@ Dataset load_fashion_mnist(const DataConfig& config, const std::string& split, i
                 std::to_string(labels.dims[0]) + " labels");
   for (size_t i = 0; i < labels.values.size(); ++i)
     if (labels.values[i] >= kClasses)
-      throw Error(labels_path + ": label " + std::to_string(labels.values[i]) + " at data byte " + std::to_string(8 + i) +
-                  " is outside 0.." + std::to_string(kClasses - 1));
+      throw Error(labels_path + ": label " + std::to_string(labels.values[i]) + " at data byte " +
+                  std::to_string(8 + i) + " is outside 0.." + std::to_string(kClasses - 1));
 
   int64_t n = images.dims[0];
   if (limit > 0) n = std::min(n, limit);
   const int64_t height = images.dims[1], width = images.dims[2];
   Dataset dataset;
-  dataset.images = torch::from_blob(images.values.data(), {images.dims[0], 1, height, width}, torch::kUInt8)
-                       .narrow(0, 0, n)
-                       .clone();
-  dataset.labels = torch::from_blob(labels.values.data(), {labels.dims[0]}, torch::kUInt8)
-                       .narrow(0, 0, n)
-                       .to(torch::kLong);
+  dataset.images =
+      torch::from_blob(images.values.data(), {images.dims[0], 1, height, width}, torch::kUInt8).narrow(0, 0, n).clone();
+  dataset.labels =
+      torch::from_blob(labels.values.data(), {labels.dims[0]}, torch::kUInt8).narrow(0, 0, n).to(torch::kLong);
   dataset.num_classes = kClasses;
   dataset.mean = {kMean};
   dataset.std = {kStd};

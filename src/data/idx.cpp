@@ -50,9 +50,8 @@ IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& path, i
     throw Error(where + "byte 0: expected a 4-byte IDX magic, the file has only " + std::to_string(bytes.size()) +
                 " bytes");
   if (bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08 || bytes[3] != expected_rank) {
-    throw Error(where + "byte 0: expected IDX magic 00 00 08 0" + std::to_string(expected_rank) +
-                " (unsigned bytes, " + std::to_string(expected_rank) + " dimensions), found " +
-                hex_bytes(bytes, 0, 4));
+    throw Error(where + "byte 0: expected IDX magic 00 00 08 0" + std::to_string(expected_rank) + " (unsigned bytes, " +
+                std::to_string(expected_rank) + " dimensions), found " + hex_bytes(bytes, 0, 4));
   }
   const size_t header = 4 + 4 * static_cast<size_t>(expected_rank);
   if (bytes.size() < header)
@@ -72,7 +71,8 @@ IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& path, i
   if (bytes.size() - header != count) {
     throw Error(where + "byte " + std::to_string(bytes.size()) + ": the header promises " + std::to_string(count) +
                 " values after byte " + std::to_string(header) + ", the data holds " +
-                std::to_string(bytes.size() - header) + (bytes.size() - header < count ? " (truncated)" : " (trailing bytes)"));
+                std::to_string(bytes.size() - header) +
+                (bytes.size() - header < count ? " (truncated)" : " (trailing bytes)"));
   }
   array.values.assign(bytes.begin() + header, bytes.end());
   return array;

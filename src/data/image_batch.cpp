@@ -110,8 +110,8 @@ torch::Tensor shape_images(torch::Tensor normalised, const Dataset& dataset, con
     const int64_t pad = crop_flips->pad;
     const auto on_device = torch::TensorOptions().dtype(torch::kLong).device(x.device());
     const torch::Tensor padded = torch::constant_pad_nd(x, {pad, pad, pad, pad}, 0.0);
-    const torch::Tensor rows =
-        crop_flips->offsets.select(1, 0).view({count, 1, 1, 1}) + torch::arange(height, on_device).view({1, 1, height, 1});
+    const torch::Tensor rows = crop_flips->offsets.select(1, 0).view({count, 1, 1, 1}) +
+                               torch::arange(height, on_device).view({1, 1, height, 1});
     const torch::Tensor forward = torch::arange(width, on_device);
     const torch::Tensor columns =
         crop_flips->offsets.select(1, 1).view({count, 1, 1, 1}) +

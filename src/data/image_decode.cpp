@@ -55,7 +55,8 @@ torch::Tensor decode_png(const std::string& bytes, const std::string& path) {
     png_image_free(&image);
     throw;
   }
-  torch::Tensor pixels = torch::empty({static_cast<int64_t>(image.height), static_cast<int64_t>(image.width), 3}, torch::kUInt8);
+  torch::Tensor pixels =
+      torch::empty({static_cast<int64_t>(image.height), static_cast<int64_t>(image.width), 3}, torch::kUInt8);
   if (!png_image_finish_read(&image, nullptr, pixels.data_ptr<uint8_t>(), 0, nullptr)) {
     const std::string why = image.message;
     png_image_free(&image);

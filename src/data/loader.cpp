@@ -131,9 +131,12 @@ Batch BatchLoader::token_batch(const torch::Tensor& indices, uint64_t seed) cons
 
 BatchLoader::HostBatch BatchLoader::make_batch(const torch::Tensor& indices, uint64_t seed) const {
   HostBatch host;
-  if (dataset_.tokens.defined()) host.batch = token_batch(indices, seed);
-  else if (dataset_.from_files()) host.batch = file_batch(indices, seed);
-  else host = image_batch(indices, seed);
+  if (dataset_.tokens.defined())
+    host.batch = token_batch(indices, seed);
+  else if (dataset_.from_files())
+    host.batch = file_batch(indices, seed);
+  else
+    host = image_batch(indices, seed);
   if (delivery_.device.is_cuda()) {  // a copy that does not block the host needs pinned memory
     auto pin = [](torch::Tensor& t) {
       if (!t.is_pinned()) t = t.pin_memory();
@@ -167,8 +170,8 @@ Batch BatchLoader::next() {
   // File datasets keep `workers` batches decoding; a prefetching in-memory one makes the next batch while the
   // device trains on this one.
   const size_t in_flight = dataset_.from_files() ? static_cast<size_t>(std::max<int64_t>(1, dataset_.workers))
-                           : delivery_.prefetch   ? 2
-                                                  : 0;
+                           : delivery_.prefetch  ? 2
+                                                 : 0;
   if (in_flight == 0) {
     host = make_batch(indices_at(position_), batch_seed(position_));
   } else {
@@ -177,9 +180,8 @@ Batch BatchLoader::next() {
     while (pending_.size() < in_flight) {
       torch::Tensor indices = indices_at(next_position).clone();
       const uint64_t seed = batch_seed(next_position);
-      pending_.push_back({next_position, std::async(std::launch::async, [this, indices, seed] {
-                            return make_batch(indices, seed);
-                          })});
+      pending_.push_back(
+          {next_position, std::async(std::launch::async, [this, indices, seed] { return make_batch(indices, seed); })});
       next_position = after(next_position);
     }
     MPT_CHECK(pending_.front().position.epoch == position_.epoch && pending_.front().position.batch == position_.batch,

@@ -20,8 +20,8 @@
 namespace mpt::data {
 
 struct DataPosition {
-  int64_t epoch = 0;  // 0-based
-  int64_t batch = 0;  // next batch within the epoch
+  int64_t epoch = 0;          // 0-based
+  int64_t batch = 0;          // next batch within the epoch
   int64_t batch_samples = 0;  // samples one batch step covers on all ranks together (0: not recorded)
 };
 
@@ -55,8 +55,8 @@ class BatchLoader {
  public:
   // drop_last keeps every training batch the same shape; evaluation keeps the ragged tail (where a rank's
   // slice of the last batch may be empty). batch_size is per rank.
-  BatchLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, uint64_t seed, bool drop_last,
-              Shard shard = {}, Delivery delivery = {});
+  BatchLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, uint64_t seed, bool drop_last, Shard shard = {},
+              Delivery delivery = {});
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;

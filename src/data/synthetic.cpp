@@ -16,7 +16,8 @@ Dataset synthetic_dataset(const DataConfig& config, int64_t samples) {
     dataset.tokens = torch::randint(first_word, shape.vocab_size, {samples, shape.seq_len}, generator,
                                     torch::TensorOptions().dtype(torch::kInt));
     if (shape.num_classes > 0) {  // labelled text (text_classification)
-      dataset.labels = torch::randint(0, shape.num_classes, {samples}, generator, torch::TensorOptions().dtype(torch::kLong));
+      dataset.labels =
+          torch::randint(0, shape.num_classes, {samples}, generator, torch::TensorOptions().dtype(torch::kLong));
       dataset.num_classes = shape.num_classes;
     } else {  // masked-LM: masking as the real corpus does it
       dataset.masked_lm = masked_lm_config(Vocabulary::load(config.vocab), config.mask_prob);
@@ -25,7 +26,8 @@ Dataset synthetic_dataset(const DataConfig& config, int64_t samples) {
   }
   dataset.images = torch::randint(0, 256, {samples, shape.channels, shape.height, shape.width}, generator,
                                   torch::TensorOptions().dtype(torch::kUInt8));
-  dataset.labels = torch::randint(0, shape.num_classes, {samples}, generator, torch::TensorOptions().dtype(torch::kLong));
+  dataset.labels =
+      torch::randint(0, shape.num_classes, {samples}, generator, torch::TensorOptions().dtype(torch::kLong));
   dataset.num_classes = shape.num_classes;
   dataset.mean = {0.5f};
   dataset.std = {0.29f};

@@ -16,7 +16,8 @@ struct Example {
 };
 
 std::vector<Example> read_tsv(const std::string& path) {
-  if (!std::ifstream(path)) throw Error(path + ": cannot open (text_classification reads ROOT/train.tsv and ROOT/test.tsv)");
+  if (!std::ifstream(path))
+    throw Error(path + ": cannot open (text_classification reads ROOT/train.tsv and ROOT/test.tsv)");
   std::vector<Example> examples;
   for_each_utf8_line(path, [&](std::string& line, int64_t number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -45,7 +46,8 @@ std::vector<std::string> text_classification_labels(const std::string& root) {
 Dataset load_text_classification(const DataConfig& config, const std::string& split, int64_t limit) {
   const std::string path = config.root + "/" + (split == "train" ? "train" : "test") + ".tsv";
   std::vector<Example> examples = read_tsv(path);
-  const std::vector<std::string> labels = split == "train" ? sorted_labels(examples) : text_classification_labels(config.root);
+  const std::vector<std::string> labels =
+      split == "train" ? sorted_labels(examples) : text_classification_labels(config.root);
   if (limit > 0 && limit < static_cast<int64_t>(examples.size())) examples.resize(static_cast<size_t>(limit));
   WordPieceTokenizer tokenizer(Vocabulary::load(config.vocab), config.lowercase);
   const auto cls = static_cast<int32_t>(tokenizer.vocab().id("[CLS]"));

@@ -20,8 +20,8 @@ struct PackedCorpus {
 
 // Tokenises `path` line by line (BERT treats a newline as whitespace, so no token spans two lines) and appends
 // its packed sequences to `rows`.
-void pack_file(const std::string& path, const WordPieceTokenizer& tokenizer, int64_t seq_len, int32_t cls,
-               int32_t sep, std::vector<int32_t>& rows) {
+void pack_file(const std::string& path, const WordPieceTokenizer& tokenizer, int64_t seq_len, int32_t cls, int32_t sep,
+               std::vector<int32_t>& rows) {
   const auto body = static_cast<size_t>(seq_len - 2);
   std::vector<int32_t> pending;
   auto emit = [&](size_t count) {
@@ -44,8 +44,10 @@ PackedCorpus pack_corpus(const DataConfig& config) {
   const Vocabulary& vocab = tokenizer.vocab();
   const auto cls = static_cast<int32_t>(vocab.id("[CLS]")), sep = static_cast<int32_t>(vocab.id("[SEP]"));
   const int64_t pad = vocab.id("[PAD]");
-  if (pad != 0) throw Error(config.vocab + ": [PAD] has id " + std::to_string(pad) + "; mpt expects it at id 0 (line 1)");
-  if (config.seq_len < 3) throw UsageError("data.seq_len = " + std::to_string(config.seq_len) + ": expected at least 3");
+  if (pad != 0)
+    throw Error(config.vocab + ": [PAD] has id " + std::to_string(pad) + "; mpt expects it at id 0 (line 1)");
+  if (config.seq_len < 3)
+    throw UsageError("data.seq_len = " + std::to_string(config.seq_len) + ": expected at least 3");
 
   std::vector<int32_t> rows;
   for (const std::string& file : corpus_files(config.root)) pack_file(file, tokenizer, config.seq_len, cls, sep, rows);

@@ -26,10 +26,11 @@ bool is_whitespace(UChar32 c) { return c == ' ' || c == '\t' || c == '\n' || c =
 bool is_control(UChar32 c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   switch (u_charType(c)) {
-    case U_CONTROL_CHAR: case U_FORMAT_CHAR: case U_PRIVATE_USE_CHAR: case U_SURROGATE:
-      return true;
-    default:
-      return false;
+    case U_CONTROL_CHAR:
+    case U_FORMAT_CHAR:
+    case U_PRIVATE_USE_CHAR:
+    case U_SURROGATE: return true;
+    default: return false;
   }
 }
 
@@ -37,11 +38,14 @@ bool is_punctuation(UChar32 c) {
   // BERT counts every non-alphanumeric ASCII symbol ("$", "^", "`") as punctuation, plus Unicode's P*.
   if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
   switch (u_charType(c)) {
-    case U_DASH_PUNCTUATION: case U_START_PUNCTUATION: case U_END_PUNCTUATION: case U_CONNECTOR_PUNCTUATION:
-    case U_OTHER_PUNCTUATION: case U_INITIAL_PUNCTUATION: case U_FINAL_PUNCTUATION:
-      return true;
-    default:
-      return false;
+    case U_DASH_PUNCTUATION:
+    case U_START_PUNCTUATION:
+    case U_END_PUNCTUATION:
+    case U_CONNECTOR_PUNCTUATION:
+    case U_OTHER_PUNCTUATION:
+    case U_INITIAL_PUNCTUATION:
+    case U_FINAL_PUNCTUATION: return true;
+    default: return false;
   }
 }
 
@@ -78,8 +82,9 @@ std::vector<UChar32> lower_and_strip_accents(const std::vector<UChar32>& word) {
   lowered.resize(static_cast<size_t>(lowered_length));
   const UNormalizer2* nfd = unorm2_getNFDInstance(&status);
   std::u16string decomposed(lowered.size() * 4 + 4, u'\0');
-  const int32_t decomposed_length = unorm2_normalize(nfd, lowered.data(), static_cast<int32_t>(lowered.size()),
-                                                     decomposed.data(), static_cast<int32_t>(decomposed.size()), &status);
+  const int32_t decomposed_length =
+      unorm2_normalize(nfd, lowered.data(), static_cast<int32_t>(lowered.size()), decomposed.data(),
+                       static_cast<int32_t>(decomposed.size()), &status);
   MPT_CHECK(U_SUCCESS(status), "ICU NFD normalisation failed");
   std::vector<UChar32> out;
   for (int32_t i = 0; i < decomposed_length;) {
@@ -137,7 +142,8 @@ void for_each_utf8_line(std::istream& in, const std::string& name,
   }
 }
 
-void for_each_utf8_line(const std::string& path, const std::function<void(std::string& line, int64_t number)>& on_line) {
+void for_each_utf8_line(const std::string& path,
+                        const std::function<void(std::string& line, int64_t number)>& on_line) {
   require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open");

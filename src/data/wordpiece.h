@@ -29,7 +29,7 @@ class Vocabulary {
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
   const std::string& token(int64_t id) const { return tokens_.at(static_cast<size_t>(id)); }
   int64_t find(const std::string& token) const;  // -1 when absent
-  int64_t id(const std::string& token) const;  // a token the model needs ([CLS], [MASK], ...): an error if absent
+  int64_t id(const std::string& token) const;    // a token the model needs ([CLS], [MASK], ...): an error if absent
   const std::string& source() const { return source_; }
 
  private:

@@ -47,7 +47,8 @@ int slurm_tasks_on_this_node(const Get& get, int world_size) {
       per_node.insert(per_node.end(), static_cast<size_t>(repeat), tasks);
     }
     const int index = std::atoi(node->c_str());
-    if (index >= 0 && index < static_cast<int>(per_node.size())) return std::min(per_node[static_cast<size_t>(index)], world_size);
+    if (index >= 0 && index < static_cast<int>(per_node.size()))
+      return std::min(per_node[static_cast<size_t>(index)], world_size);
   }
   if (const auto nodes = get("SLURM_NNODES")) {
     const int count = std::atoi(nodes->c_str());
@@ -84,20 +85,18 @@ std::optional<LaunchInfo> launch_from_environment(const Getter& get) {
     return std::nullopt;
   }
   if (info.local_rank >= info.local_world_size)
-    throw UsageError(fmt::format("{}: local rank {} of {} processes on this machine; a local rank must be below that "
-                                 "count (check {})",
-                                 info.launcher, info.local_rank, info.local_world_size,
-                                 info.launcher == "Slurm" ? "SLURM_LOCALID and SLURM_NTASKS_PER_NODE"
-                                                          : "LOCAL_RANK and LOCAL_WORLD_SIZE"));
+    throw UsageError(fmt::format(
+        "{}: local rank {} of {} processes on this machine; a local rank must be below that "
+        "count (check {})",
+        info.launcher, info.local_rank, info.local_world_size,
+        info.launcher == "Slurm" ? "SLURM_LOCALID and SLURM_NTASKS_PER_NODE" : "LOCAL_RANK and LOCAL_WORLD_SIZE"));
   const std::optional<std::string> addr = get("MASTER_ADDR");
   if (!addr || addr->empty())
     throw UsageError("MASTER_ADDR is not set: rank " + std::to_string(info.rank) + " of " +
-                     std::to_string(info.world_size) + " (" + info.launcher +
-                     ") needs the address of rank 0's host" +
-                     (info.launcher == "Slurm"
-                          ? " (in the batch script: export MASTER_ADDR=$(scontrol show hostnames "
-                            "\"$SLURM_JOB_NODELIST\" | head -n 1))"
-                          : ""));
+                     std::to_string(info.world_size) + " (" + info.launcher + ") needs the address of rank 0's host" +
+                     (info.launcher == "Slurm" ? " (in the batch script: export MASTER_ADDR=$(scontrol show hostnames "
+                                                 "\"$SLURM_JOB_NODELIST\" | head -n 1))"
+                                               : ""));
   info.master_addr = *addr;
   if (get("MASTER_PORT")) info.master_port = read_int(get, "MASTER_PORT", 1, 65535, "");
   const std::optional<std::string> agent_store = get("TORCHELASTIC_USE_AGENT_STORE");

@@ -16,8 +16,8 @@ struct LaunchInfo {
   int local_rank = 0;
   int local_world_size = 1;  // processes on this machine: threads are shared among them
   std::string master_addr;
-  int master_port = 29500;   // torchrun's default
-  std::string launcher;      // "torchrun-style environment" or "Slurm"
+  int master_port = 29500;  // torchrun's default
+  std::string launcher;     // "torchrun-style environment" or "Slurm"
   // torchrun's agent already serves the TCP store at MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE):
   // rank 0 joins it as a client instead of binding the port itself.
   bool launcher_hosts_store = false;

@@ -39,8 +39,10 @@ void GradientAverager::average() {
       const torch::Tensor& p = parameters_[bucket.members[k]];
       torch::Tensor slot = bucket.flat.narrow(0, offset, p.numel());
       has_grad[k] = p.grad().defined() ? 1.0f : 0.0f;
-      if (p.grad().defined()) slot.copy_(p.grad().reshape(-1));
-      else slot.zero_(), all_local[b] = false;
+      if (p.grad().defined())
+        slot.copy_(p.grad().reshape(-1));
+      else
+        slot.zero_(), all_local[b] = false;
       offset += p.numel();
     }
     bucket.flat.narrow(0, offset, members).copy_(torch::tensor(has_grad));
@@ -63,8 +65,10 @@ void GradientAverager::average() {
       torch::Tensor mean = bucket.flat.narrow(0, offset, p.numel()).view(p.sizes());
       offset += p.numel();
       if (reached[k] == 0.0f) continue;
-      if (p.grad().defined()) p.mutable_grad().copy_(mean).mul_(inverse);
-      else p.mutable_grad() = (mean * inverse).to(p.dtype());
+      if (p.grad().defined())
+        p.mutable_grad().copy_(mean).mul_(inverse);
+      else
+        p.mutable_grad() = (mean * inverse).to(p.dtype());
     }
   }
 }

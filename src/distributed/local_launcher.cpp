@@ -64,8 +64,8 @@ namespace {
 
 // Each rank's environment: the launcher's own without any launch variable, then the rank's.
 std::vector<std::vector<std::string>> rank_environments(int nproc, int port) {
-  const std::vector<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                         "MASTER_PORT"};
+  const std::vector<std::string> ours = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                         "MASTER_ADDR", "MASTER_PORT"};
   std::vector<std::string> inherited;
   for (char** entry = environ; *entry; ++entry) {
     const std::string variable = *entry;
@@ -75,9 +75,11 @@ std::vector<std::vector<std::string>> rank_environments(int nproc, int port) {
   std::vector<std::vector<std::string>> environments(static_cast<size_t>(nproc), inherited);
   for (int rank = 0; rank < nproc; ++rank) {
     auto& environment = environments[static_cast<size_t>(rank)];
-    for (const auto& [name, value] :
-         std::vector<std::pair<std::string, int>>{{"RANK", rank}, {"WORLD_SIZE", nproc}, {"LOCAL_RANK", rank},
-                                                  {"LOCAL_WORLD_SIZE", nproc}, {"MASTER_PORT", port}})
+    for (const auto& [name, value] : std::vector<std::pair<std::string, int>>{{"RANK", rank},
+                                                                              {"WORLD_SIZE", nproc},
+                                                                              {"LOCAL_RANK", rank},
+                                                                              {"LOCAL_WORLD_SIZE", nproc},
+                                                                              {"MASTER_PORT", port}})
       environment.push_back(name + "=" + std::to_string(value));
     environment.push_back("MASTER_ADDR=127.0.0.1");
   }

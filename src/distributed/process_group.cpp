@@ -91,10 +91,10 @@ Group Group::join(const LaunchInfo& launch, const DistributedConfig& config) {
   } catch (const std::exception& e) {
     std::string why = e.what();
     if (const auto newline = why.find('\n'); newline != std::string::npos) why.resize(newline);
-    throw Error(fmt::format("rank {} of {}: no rendezvous at MASTER_ADDR:MASTER_PORT = {} within {:g} s ({}); {}",
-                            launch.rank, launch.world_size, master, config.timeout_sec, why,
-                            launch.rank == 0 ? "is the port free?"
-                                             : "is rank 0 running, and is the address reachable from here?"));
+    throw Error(fmt::format(
+        "rank {} of {}: no rendezvous at MASTER_ADDR:MASTER_PORT = {} within {:g} s ({}); {}", launch.rank,
+        launch.world_size, master, config.timeout_sec, why,
+        launch.rank == 0 ? "is the port free?" : "is rank 0 running, and is the address reachable from here?"));
   }
   // A prefix per backend keeps the keys of a later group (after a restart in the same store) apart.
   auto store = c10::make_intrusive<c10d::PrefixStore>("mpt/" + config.backend, impl.store);
@@ -116,17 +116,18 @@ Group Group::join(const LaunchInfo& launch, const DistributedConfig& config) {
       options->timeout = impl.timeout;
       impl.group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, launch.rank, launch.world_size, options);
 #else
-      throw UsageError("distributed.backend = nccl: this mpt was built without NCCL (configure with -DMPT_NCCL=ON "
-                       "against a CUDA LibTorch)");
+      throw UsageError(
+          "distributed.backend = nccl: this mpt was built without NCCL (configure with -DMPT_NCCL=ON "
+          "against a CUDA LibTorch)");
 #endif
     }
   } catch (const c10::Error& e) {
     std::string why = e.what_without_backtrace();
     if (const auto newline = why.find('\n'); newline != std::string::npos) why.resize(newline);
-    throw Error(fmt::format("rank {} of {}: the {} process group at {} did not form within {:g} s ({}); did all {} "
-                            "ranks start, with the same MASTER_ADDR/MASTER_PORT?",
-                            launch.rank, launch.world_size, config.backend, master, config.timeout_sec, why,
-                            launch.world_size));
+    throw Error(fmt::format(
+        "rank {} of {}: the {} process group at {} did not form within {:g} s ({}); did all {} "
+        "ranks start, with the same MASTER_ADDR/MASTER_PORT?",
+        launch.rank, launch.world_size, config.backend, master, config.timeout_sec, why, launch.world_size));
   }
   return group;
 }

@@ -20,7 +20,7 @@ namespace mpt::distributed {
 struct DistributedConfig {
   std::string backend = "gloo";  // gloo | nccl (resolved from auto)
   double timeout_sec = 300.0;
-  double bucket_mb = 25.0;       // gradient all-reduce bucket size
+  double bucket_mb = 25.0;  // gradient all-reduce bucket size
   bool sync_batchnorm = false;
 };
 

@@ -35,8 +35,13 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
     const torch::Tensor mean_dy_x_hat = global.narrow(0, channels, channels) / count;
     const torch::Tensor dx = (dy - per_channel(mean_dy) - x_hat * per_channel(mean_dy_x_hat)) *
                              per_channel(invstd * weight.to(torch::kFloat));
-    return {dx.to(x.scalar_type()), sum_dy_x_hat.to(weight.scalar_type()), sum_dy.to(weight.scalar_type()),
-            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dx.to(x.scalar_type()),
+            sum_dy_x_hat.to(weight.scalar_type()),
+            sum_dy.to(weight.scalar_type()),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
@@ -49,8 +54,7 @@ torch::Tensor sync_batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Ten
     torch::NoGradGuard no_grad;
     const torch::Tensor xf = x.to(torch::kFloat);
     const int64_t channels = xf.size(1);
-    const torch::Tensor local_count = torch::full({1}, static_cast<double>(xf.numel() / channels),
-                                                  xf.options());
+    const torch::Tensor local_count = torch::full({1}, static_cast<double>(xf.numel() / channels), xf.options());
     torch::Tensor stats = torch::cat({xf.sum({0, 2, 3}), (xf * xf).sum({0, 2, 3}), local_count});
     group->all_reduce({stats}, "synchronised batch norm (forward)");
     count = stats.narrow(0, 2 * channels, 1);

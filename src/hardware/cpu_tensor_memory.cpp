@@ -44,9 +44,7 @@ class CountingAllocator final : public c10::Allocator {
 
   c10::DeleterFnPtr raw_deleter() const override { return &counted_delete; }
 
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    default_copy_data(dest, src, count);
-  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 
  private:
   c10::Allocator* inner_;
@@ -67,6 +65,8 @@ void count_cpu_tensor_memory() {
 
 int64_t cpu_tensor_bytes() { return current_bytes.load(std::memory_order_relaxed); }
 int64_t cpu_tensor_peak_bytes() { return peak_bytes.load(std::memory_order_relaxed); }
-void reset_cpu_tensor_peak() { peak_bytes.store(current_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+void reset_cpu_tensor_peak() {
+  peak_bytes.store(current_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 }  // namespace mpt::hardware

@@ -54,7 +54,8 @@ int available_cores() {
   long long period = 0;
   if (quota_file >> quota >> period && quota != "max" && period > 0) {
     const long long microseconds = std::atoll(quota.c_str());
-    if (microseconds > 0) cores = std::min(cores, static_cast<int>(std::max(1LL, (microseconds + period - 1) / period)));
+    if (microseconds > 0)
+      cores = std::min(cores, static_cast<int>(std::max(1LL, (microseconds + period - 1) / period)));
   }
   return cores;
 }
@@ -109,8 +110,7 @@ bool keep_tcmalloc_spans() {
   using Instance = void* (*)();
   using SetRate = void (*)(void*, double);
   auto instance = reinterpret_cast<Instance>(dlsym(RTLD_DEFAULT, "_ZN15MallocExtension8instanceEv"));
-  auto set_rate =
-      reinterpret_cast<SetRate>(dlsym(RTLD_DEFAULT, "_ZN22TCMallocImplementation20SetMemoryReleaseRateEd"));
+  auto set_rate = reinterpret_cast<SetRate>(dlsym(RTLD_DEFAULT, "_ZN22TCMallocImplementation20SetMemoryReleaseRateEd"));
   if (!instance || !set_rate || !dlsym(RTLD_DEFAULT, "tc_malloc")) return false;
   set_rate(instance(), 0.0);
   return true;
@@ -124,10 +124,10 @@ std::string allocator_description() {
   void* tcmalloc = dlsym(RTLD_DEFAULT, "tc_malloc");
   if (!tcmalloc) return "glibc malloc";
   Dl_info library{};
-  const std::string rate = tcmalloc_keeps_spans                       ? ", release rate 0"
-                           : std::getenv("TCMALLOC_RELEASE_RATE") ? std::string(", TCMALLOC_RELEASE_RATE=") +
-                                                                         std::getenv("TCMALLOC_RELEASE_RATE")
-                                                                   : "";
+  const std::string rate = tcmalloc_keeps_spans ? ", release rate 0"
+                           : std::getenv("TCMALLOC_RELEASE_RATE")
+                               ? std::string(", TCMALLOC_RELEASE_RATE=") + std::getenv("TCMALLOC_RELEASE_RATE")
+                               : "";
   if (dladdr(tcmalloc, &library) && library.dli_fname)
     return "tcmalloc (" + std::string(library.dli_fname) + ")" + rate;
   return "tcmalloc" + rate;

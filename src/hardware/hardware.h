@@ -21,7 +21,7 @@ struct Facts {
 };
 Facts probe();
 
-bool cpu_has_native_bf16();     // AVX512-BF16 or AMX-BF16: oneDNN runs BF16 GEMM natively
+bool cpu_has_native_bf16();  // AVX512-BF16 or AMX-BF16: oneDNN runs BF16 GEMM natively
 bool cuda_available();
 int cuda_compute_capability();  // major*10+minor of device 0; 0 without CUDA
 
@@ -30,8 +30,8 @@ int cuda_compute_capability();  // major*10+minor of device 0; 0 without CUDA
 int available_cores();
 
 // Tasks other than this one that are runnable right now (/proc/stat's procs_running, the least of five samples a
-// few milliseconds apart, less this thread): each keeps a core busy, and an OpenMP barrier waits for any of our threads the
-// kernel deschedules for it. -1 when unknown.
+// few milliseconds apart, less this thread): each keeps a core busy, and an OpenMP barrier waits for any of our threads
+// the kernel deschedules for it. -1 when unknown.
 int other_runnable_tasks();
 
 // Sets LibTorch's intra-op threads and, when OpenBLAS is loaded, its thread count; 0 means every available core,
@@ -62,8 +62,8 @@ int own_loop_threads();
 // and keeps the fastest (a training step repeats the same shapes). Harmless without CUDA.
 void configure_cuda_math(bool tf32);
 
-std::string cpu_model();           // /proc/cpuinfo "model name"
-int64_t physical_memory_bytes();   // the machine's RAM (sysconf); 0 when unknown
-int nvidia_driver_major();         // 535 from /proc/driver/nvidia/version; 0 when there is no NVIDIA driver
+std::string cpu_model();          // /proc/cpuinfo "model name"
+int64_t physical_memory_bytes();  // the machine's RAM (sysconf); 0 when unknown
+int nvidia_driver_major();        // 535 from /proc/driver/nvidia/version; 0 when there is no NVIDIA driver
 
 }  // namespace mpt::hardware

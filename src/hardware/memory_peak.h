@@ -32,8 +32,8 @@ class MemoryPeaks {
 
   torch::Device device_;
   int64_t baseline_ = 0;
-  int64_t process_ = 0;                 // CUDA: the highest allocator peak folded so far
-  std::array<int64_t, 3> kept_{};       // absolute peaks per phase, folded so far
+  int64_t process_ = 0;            // CUDA: the highest allocator peak folded so far
+  std::array<int64_t, 3> kept_{};  // absolute peaks per phase, folded so far
   MemoryPhase phase_ = MemoryPhase::kTraining;
 };
 

@@ -48,7 +48,8 @@ std::string check_container(const std::string& bytes, size_t* payload_size) {
   const uint64_t size = get<uint64_t>(bytes, 16);
   if (bytes.size() != kHeaderBytes + size + sizeof(kTrailer))
     return "byte 16: header promises a " + std::to_string(size) + "-byte payload, the file has room for " +
-           std::to_string(bytes.size() >= kHeaderBytes + sizeof(kTrailer) ? bytes.size() - kHeaderBytes - sizeof(kTrailer) : 0) +
+           std::to_string(
+               bytes.size() >= kHeaderBytes + sizeof(kTrailer) ? bytes.size() - kHeaderBytes - sizeof(kTrailer) : 0) +
            " (truncated or overwritten)";
   if (std::memcmp(bytes.data() + kHeaderBytes + size, kTrailer, sizeof(kTrailer)) != 0)
     return "byte " + std::to_string(kHeaderBytes + size) + ": missing the completion trailer";
@@ -81,8 +82,8 @@ TrainingState read_state(torch::serialize::InputArchive& archive) {
   state.data = {read_int(archive, "state.data_epoch"), read_int(archive, "state.data_batch")};
   if (c10::IValue samples; archive.try_read("state.data_batch_samples", samples))  // since distributed runs
     state.data.batch_samples = samples.toInt();
-  state.scaler = {read_double(archive, "scaler.scale"), read_int(archive, "scaler.growth_tracker"),
-                  read_int(archive, "scaler.backoffs"), read_int(archive, "scaler.growths"),
+  state.scaler = {read_double(archive, "scaler.scale"),        read_int(archive, "scaler.growth_tracker"),
+                  read_int(archive, "scaler.backoffs"),        read_int(archive, "scaler.growths"),
                   read_double(archive, "scaler.lowest_scale"), read_int(archive, "scaler.hysteresis_left"),
                   read_int(archive, "scaler.overflows_at_min")};
   archive.read("rng.cpu", state.rng_state);
@@ -100,10 +101,11 @@ std::string check_state(const TrainingState& state) {
     return fmt::format("state.data_epoch {} / state.data_batch {}: expected positions >= 0", state.data.epoch,
                        state.data.batch);
   constexpr double kFp32Max = std::numeric_limits<float>::max();
-  for (const auto& [name, value] : {std::pair{"scaler.scale", state.scaler.scale},
-                                    std::pair{"scaler.lowest_scale", state.scaler.lowest_scale}})
+  for (const auto& [name, value] :
+       {std::pair{"scaler.scale", state.scaler.scale}, std::pair{"scaler.lowest_scale", state.scaler.lowest_scale}})
     if (!(value > 0 && value <= kFp32Max))
-      return fmt::format("{} = {}: expected a loss scale in (0, 3.40282e+38], FP32's positive finite range", name, value);
+      return fmt::format("{} = {}: expected a loss scale in (0, 3.40282e+38], FP32's positive finite range", name,
+                         value);
   if (state.scaler.growth_tracker < 0 || state.scaler.backoffs < 0 || state.scaler.growths < 0 ||
       state.scaler.hysteresis_left < 0 || state.scaler.overflows_at_min < 0)
     return "a negative loss-scaler counter (scaler.growth_tracker, backoffs, growths, hysteresis_left or "

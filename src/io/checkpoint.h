@@ -23,7 +23,7 @@ struct TrainingState {
   int64_t skipped_steps = 0;
   data::DataPosition data;
   precision::LossScaleState scaler;
-  torch::Tensor rng_state;    // torch's default CPU generator (dropout, init)
+  torch::Tensor rng_state;  // torch's default CPU generator (dropout, init)
 };
 
 // The weights a checkpoint holds: FP32 parameters (the masters under master_weights) and the model's buffers.
@@ -75,8 +75,9 @@ class CheckpointStore {
 
   // The newest checkpoint before `before_step` that verifies; each rejected one is reported through
   // `on_rejected(path, why)`.
-  std::optional<std::string> latest_valid(const std::function<void(const std::string&, const std::string&)>& on_rejected,
-                                          int64_t before_step = std::numeric_limits<int64_t>::max()) const;
+  std::optional<std::string> latest_valid(
+      const std::function<void(const std::string&, const std::string&)>& on_rejected,
+      int64_t before_step = std::numeric_limits<int64_t>::max()) const;
   // The step a checkpoint file of this store was written at (from its name), or -1.
   static int64_t step_of(const std::string& path);
 

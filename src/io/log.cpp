@@ -39,8 +39,10 @@ std::shared_ptr<spdlog::logger> make_logger(const std::string& log_path) {
 std::string format_duration(double seconds) {
   const long total = static_cast<long>(seconds + 0.5);
   char text[32];
-  if (total >= 3600) std::snprintf(text, sizeof(text), "%ldh%02ldm", total / 3600, total % 3600 / 60);
-  else std::snprintf(text, sizeof(text), "%ldm%02lds", total / 60, total % 60);
+  if (total >= 3600)
+    std::snprintf(text, sizeof(text), "%ldh%02ldm", total / 3600, total % 3600 / 60);
+  else
+    std::snprintf(text, sizeof(text), "%ldm%02lds", total / 60, total % 60);
   return text;
 }
 

@@ -5,6 +5,7 @@
 #include <caffe2/serialize/inline_container.h>
 
 #include "common/error.h"
+#include "io/torch_records.h"
 #include "io/unpickler.h"
 
 namespace mpt::io {
@@ -49,9 +50,10 @@ NamedTensorList read_torch_state_dict(const std::string& bytes, const std::strin
 std::string check_archive_storages(const char* bytes, size_t size, const std::string& source) {
   try {
     caffe2::serialize::PyTorchStreamReader zip(std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes, size));
-    for (const std::string& record : zip.getAllRecords()) record_size(zip, record, size, source);  // LibTorch reads them all
-    for (const auto& [pickle_name, prefix] : {std::pair<std::string, std::string>{"data.pkl", "data/"},
-                                              {"constants.pkl", "constants/"}}) {
+    for (const std::string& record : zip.getAllRecords())
+      record_size(zip, record, size, source);  // LibTorch reads them all
+    for (const auto& [pickle_name, prefix] :
+         {std::pair<std::string, std::string>{"data.pkl", "data/"}, {"constants.pkl", "constants/"}}) {
       if (!zip.hasRecord(pickle_name)) continue;
       const std::string pickle = read_record(zip, pickle_name, size, source);
       unpickle(pickle, zip, size, source, prefix, /*scan_only=*/true, [](const ValuePtr&) {});

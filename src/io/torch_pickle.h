@@ -1,9 +1,9 @@
 // PyTorch's zip format (torch.save since 1.6), both ways. The reader: a zip whose data.pkl is a pickle
-// (protocol 2) of the saved object, with each tensor's storage in data/<key>. LibTorch's own unpickler turns collections.OrderedDict
-// into None, which loses every state_dict() a Python user saves; this reader implements the part of the pickle
-// machine that state dicts use (dicts, OrderedDicts, tuples, lists, strings, numbers, tensors and parameters)
-// and nothing that runs code: any other object (a training checkpoint's argparse.Namespace) is kept inert, as
-// its class name.
+// (protocol 2) of the saved object, with each tensor's storage in data/<key>. LibTorch's own unpickler turns
+// collections.OrderedDict into None, which loses every state_dict() a Python user saves; this reader implements the
+// part of the pickle machine that state dicts use (dicts, OrderedDicts, tuples, lists, strings, numbers, tensors and
+// parameters) and nothing that runs code: any other object (a training checkpoint's argparse.Namespace) is kept inert,
+// as its class name.
 #pragma once
 
 #include <string>

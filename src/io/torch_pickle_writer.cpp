@@ -12,12 +12,13 @@ namespace {
 
 const char* storage_global(torch::ScalarType type, const std::string& tensor) {
   static const std::map<torch::ScalarType, const char*> names = {
-      {torch::kFloat, "FloatStorage"}, {torch::kDouble, "DoubleStorage"}, {torch::kHalf, "HalfStorage"},
-      {torch::kBFloat16, "BFloat16Storage"}, {torch::kLong, "LongStorage"}, {torch::kInt, "IntStorage"},
-      {torch::kShort, "ShortStorage"}, {torch::kChar, "CharStorage"}, {torch::kByte, "ByteStorage"},
+      {torch::kFloat, "FloatStorage"},       {torch::kDouble, "DoubleStorage"}, {torch::kHalf, "HalfStorage"},
+      {torch::kBFloat16, "BFloat16Storage"}, {torch::kLong, "LongStorage"},     {torch::kInt, "IntStorage"},
+      {torch::kShort, "ShortStorage"},       {torch::kChar, "CharStorage"},     {torch::kByte, "ByteStorage"},
       {torch::kBool, "BoolStorage"}};
   auto it = names.find(type);
-  if (it == names.end()) throw Error(tensor + ": dtype " + std::string(c10::toString(type)) + " has no torch.save form");
+  if (it == names.end())
+    throw Error(tensor + ": dtype " + std::string(c10::toString(type)) + " has no torch.save form");
   return it->second;
 }
 
@@ -91,7 +92,7 @@ std::string encode_torch_state_dict(const NamedTensorList& tensors) {
     p.integer(0);  // storage offset
     p.int_tuple(t.sizes());
     p.int_tuple(t.strides());
-    p.new_false();  // requires_grad
+    p.new_false();           // requires_grad
     p.empty_ordered_dict();  // backward hooks
     p.tuple();
     p.reduce();

@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "common/error.h"
+#include "io/torch_records.h"
 
 namespace mpt::io {
 namespace {
@@ -21,26 +22,18 @@ ValuePtr make(Value::Kind kind) {
   return v;
 }
 
-torch::ScalarType storage_dtype(const std::string& global) {
-  static const std::map<std::string, torch::ScalarType> types = {
-      {"torch.FloatStorage", torch::kFloat},   {"torch.DoubleStorage", torch::kDouble},
-      {"torch.HalfStorage", torch::kHalf},     {"torch.BFloat16Storage", torch::kBFloat16},
-      {"torch.LongStorage", torch::kLong},     {"torch.IntStorage", torch::kInt},
-      {"torch.ShortStorage", torch::kShort},   {"torch.CharStorage", torch::kChar},
-      {"torch.ByteStorage", torch::kByte},     {"torch.BoolStorage", torch::kBool}};
-  auto it = types.find(global);
-  if (it == types.end()) throw Error("storage type " + global + " is not one mpt reads");
-  return it->second;
-}
-
 class Unpickler {
  public:
   // `scan_only`: check every storage the pickle declares against its record (prefix + key) and build nothing;
   // objects this reader does not model (LibTorch's modules) pass as opaque values.
   Unpickler(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip, size_t archive_bytes,
             std::string source, std::string record_prefix = "data/", bool scan_only = false)
-      : pickle_(pickle), zip_(zip), archive_bytes_(archive_bytes), source_(std::move(source)),
-        prefix_(std::move(record_prefix)), scan_only_(scan_only) {}
+      : pickle_(pickle),
+        zip_(zip),
+        archive_bytes_(archive_bytes),
+        source_(std::move(source)),
+        prefix_(std::move(record_prefix)),
+        scan_only_(scan_only) {}
   // A crafted pickle can put containers inside each other through the memo; emptying every memoized container
   // breaks such cycles, which shared ownership would otherwise leak.
   ~Unpickler() {
@@ -154,7 +147,8 @@ class Unpickler {
   }
   void memo_put(size_t index) {
     if (stack_.empty()) fail("memo put on an empty stack");
-    if (memo_.size() >= kMaxStack && !memo_.count(index)) fail("more than " + std::to_string(kMaxStack) + " memo entries");
+    if (memo_.size() >= kMaxStack && !memo_.count(index))
+      fail("more than " + std::to_string(kMaxStack) + " memo entries");
     memo_[index] = stack_.back();
   }
   void memo_get(size_t index) {
@@ -178,7 +172,8 @@ class Unpickler {
     if (cached != storages_.end()) return cached->second;
     const torch::ScalarType dtype = storage_dtype(pid->items[1]->text);
     const int64_t numel = pid->items[4]->integer;
-    if (numel < 0 || static_cast<uint64_t>(numel) > (uint64_t{1} << 40)) fail("a storage of " + std::to_string(numel) + " elements");
+    if (numel < 0 || static_cast<uint64_t>(numel) > (uint64_t{1} << 40))
+      fail("a storage of " + std::to_string(numel) + " elements");
     const std::string record = prefix_ + key;
     if (!zip_.hasRecord(record)) fail("storage " + record + " is missing from the zip");
     const size_t size = record_size(zip_, record, archive_bytes_, source_);
@@ -198,26 +193,13 @@ class Unpickler {
 
   // _rebuild_tensor(_v2)(storage, offset, sizes, strides, ...): a view of the storage, checked to stay inside it.
   ValuePtr rebuild_tensor(const std::string& name, const ValuePtr& args) {
-    if (args->items.size() < 4 || args->items[0]->kind != Value::Kind::kStorage) fail(name + " with unexpected arguments");
+    if (args->items.size() < 4 || args->items[0]->kind != Value::Kind::kStorage)
+      fail(name + " with unexpected arguments");
     const int64_t offset = args->items[1]->integer;
     const std::vector<int64_t> sizes = ints(args->items[2]), strides = ints(args->items[3]);
     if (sizes.size() != strides.size() || sizes.size() > 64) fail(name + " with sizes and strides that do not match");
-    if (offset < 0) fail("a tensor at a negative storage offset");
-    int64_t last = offset;
-    bool empty = false;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      if (sizes[i] < 0 || strides[i] < 0) fail("a tensor with a negative size or stride");
-      empty = empty || sizes[i] == 0;
-      int64_t reach = 0;
-      if (sizes[i] > 0 &&
-          (__builtin_mul_overflow(sizes[i] - 1, strides[i], &reach) || __builtin_add_overflow(last, reach, &last)))
-        fail("a tensor reaches past its storage");
-    }
-    if (!empty && last >= args->items[0]->integer) fail("a tensor reaches past its storage");
-    int64_t numel = 1;  // strides of 0 let a small storage declare any size: bound the copy clone() makes
-    for (const int64_t size : sizes)
-      if (__builtin_mul_overflow(numel, size, &numel) || numel > (int64_t{1} << 40))
-        fail("a tensor of more than 2^40 elements");
+    if (const std::string why = tensor_view_problem(sizes, strides, offset, args->items[0]->integer); !why.empty())
+      fail(why);
     ValuePtr tensor = make(Value::Kind::kTensor);
     if (!scan_only_) tensor->tensor = args->items[0]->tensor.as_strided(sizes, strides, offset).clone();
     return tensor;
@@ -231,7 +213,8 @@ class Unpickler {
       if (args->items.empty()) fail(name + " without a value");
       return args->items[0];
     }
-    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") return rebuild_tensor(name, args);
+    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor")
+      return rebuild_tensor(name, args);
     if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
       if (args->items.empty() || args->items[0]->kind != Value::Kind::kTensor) fail(name + " without a tensor");
       return args->items[0];
@@ -251,11 +234,12 @@ class Unpickler {
   // Framing and scalar opcodes; false when `op` is none of them.
   bool step_scalar(uint8_t op) {
     switch (op) {
-      case 0x80: take(1); return true;                  // PROTO
-      case 0x95: take(8); return true;                  // FRAME
+      case 0x80: take(1); return true;  // PROTO
+      case 0x95: take(8); return true;  // FRAME
       case '(': push(make(Value::Kind::kMark)); return true;
       case 'N': push(make(Value::Kind::kNone)); return true;
-      case 0x88: case 0x89: {                           // NEWTRUE, NEWFALSE
+      case 0x88:
+      case 0x89: {  // NEWTRUE, NEWFALSE
         ValuePtr v = make(Value::Kind::kBool);
         v->integer = op == 0x88;
         push(v);
@@ -266,8 +250,12 @@ class Unpickler {
       case 'J': push(integer(take_le<int32_t>())); return true;   // BININT
       case 0x8a: push(integer(take_long1())); return true;        // LONG1
       case 'G': push(take_binfloat()); return true;               // BINFLOAT, big-endian
-      case 'X': case 'T': case 'B': push(string(take(take_le<uint32_t>()))); return true;    // BINUNICODE, BINSTRING, BINBYTES
-      case 0x8c: case 'U': case 'C': push(string(take(take_le<uint8_t>()))); return true;   // the SHORT_ forms
+      case 'X':
+      case 'T':
+      case 'B': push(string(take(take_le<uint32_t>()))); return true;  // BINUNICODE, BINSTRING, BINBYTES
+      case 0x8c:
+      case 'U':
+      case 'C': push(string(take(take_le<uint8_t>()))); return true;  // the SHORT_ forms
       default: return false;
     }
   }
@@ -294,9 +282,9 @@ class Unpickler {
   bool step_container(uint8_t op) {
     switch (op) {
       case ')': push(tuple({})); return true;
-      case 0x85: { ValuePtr a = pop(); push(tuple({a})); return true; }
-      case 0x86: { ValuePtr b = pop(), a = pop(); push(tuple({a, b})); return true; }
-      case 0x87: { ValuePtr c = pop(), b = pop(), a = pop(); push(tuple({a, b, c})); return true; }
+      case 0x85: push(tuple(pop_last(1))); return true;  // TUPLE1
+      case 0x86: push(tuple(pop_last(2))); return true;  // TUPLE2
+      case 0x87: push(tuple(pop_last(3))); return true;  // TUPLE3
       case 't': push(tuple(pop_to_mark())); return true;
       case ']': push(make(Value::Kind::kList)); return true;
       case 'l': {
@@ -306,12 +294,19 @@ class Unpickler {
         return true;
       }
       case '}': push(make(Value::Kind::kDict)); return true;
-      case 'a': { ValuePtr item = pop(); append("APPEND", {item}); return true; }
+      case 'a': append("APPEND", pop_last(1)); return true;
       case 'e': append("APPENDS", pop_to_mark()); return true;
-      case 's': { ValuePtr value = pop(), key = pop(); set_items("SETITEM", {key, value}); return true; }
+      case 's': set_items("SETITEM", pop_last(2)); return true;
       case 'u': set_items("SETITEMS", pop_to_mark()); return true;
       default: return false;
     }
+  }
+
+  // The top `n` values, in stack order (the deepest first).
+  std::vector<ValuePtr> pop_last(size_t n) {
+    std::vector<ValuePtr> items(n);
+    for (size_t i = n; i > 0; --i) items[i - 1] = pop();
+    return items;
   }
 
   // Globals, storages, calls and objects; false when `op` is none of their opcodes.
@@ -332,7 +327,11 @@ class Unpickler {
         return true;
       }
       case 'Q': push(load_storage(pop())); return true;  // BINPERSID
-      case 'R': { ValuePtr args = pop(), callable = pop(); push(reduce(callable, args)); return true; }
+      case 'R': {
+        ValuePtr args = pop(), callable = pop();
+        push(reduce(callable, args));
+        return true;
+      }
       case 0x81: {  // NEWOBJ: an instance of a class (LibTorch's modules, argparse.Namespace), kept inert
         pop();
         ValuePtr object = make(Value::Kind::kObject);
@@ -340,7 +339,10 @@ class Unpickler {
         push(object);
         return true;
       }
-      case 'b': pop(); top("BUILD"); return true;  // BUILD: the state of an OrderedDict (state_dict's _metadata) is not needed
+      case 'b':
+        pop();
+        top("BUILD");
+        return true;  // BUILD: the state of an OrderedDict (state_dict's _metadata) is not needed
       default: return false;
     }
   }
@@ -375,23 +377,6 @@ void unpickle(const std::string& pickle, caffe2::serialize::PyTorchStreamReader&
               const std::function<void(const ValuePtr&)>& use) {
   Unpickler machine(pickle, zip, archive_bytes, source, record_prefix, scan_only);
   use(machine.run());
-}
-
-size_t record_size(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, size_t archive_bytes,
-                   const std::string& source) {
-  const size_t size = zip.getRecordSize(record);
-  if (size > archive_bytes)
-    throw Error(source + ": record " + record + " inflates to " + std::to_string(size) + " bytes, more than the " +
-                std::to_string(archive_bytes) + "-byte file holds (a compressed zip bomb; torch.save stores records " +
-                "uncompressed)");
-  return size;
-}
-
-std::string read_record(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, size_t archive_bytes,
-                        const std::string& source) {
-  record_size(zip, record, archive_bytes, source);
-  auto [data, size] = zip.getRecord(record);
-  return std::string(static_cast<const char*>(data.get()), size);
 }
 
 }  // namespace mpt::io

@@ -21,7 +21,21 @@ using ValuePtr = std::shared_ptr<Value>;
 struct Value {
   // kObject: an instance of a class this reader does not build (argparse.Namespace in a training checkpoint),
   // kept as its class name only: nothing in a file is ever called.
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage, kTensor, kMark, kObject };
+  enum class Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kTuple,
+    kList,
+    kDict,
+    kGlobal,
+    kStorage,
+    kTensor,
+    kMark,
+    kObject
+  };
   Kind kind = Kind::kNone;
   int64_t integer = 0;
   double real = 0.0;
@@ -40,14 +54,5 @@ struct Value {
 void unpickle(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip, size_t archive_bytes,
               const std::string& source, const std::string& record_prefix, bool scan_only,
               const std::function<void(const ValuePtr&)>& use);
-
-// The bytes of `record` in `zip` (an archive of `archive_bytes`), read only when it could be held: torch.save
-// stores records uncompressed, so one that would inflate past the archive's own size is a zip bomb, refused with
-// an Error naming `source` and the record before anything is allocated.
-std::string read_record(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, size_t archive_bytes,
-                        const std::string& source);
-// The same check alone: the record's size, when it is no larger than the archive.
-size_t record_size(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, size_t archive_bytes,
-                   const std::string& source);
 
 }  // namespace mpt::io

@@ -21,9 +21,9 @@ struct DtypeName {
   torch::ScalarType type;
   const char* name;
 };
-constexpr DtypeName kDtypes[] = {{torch::kFloat, "F32"},  {torch::kHalf, "F16"},  {torch::kBFloat16, "BF16"},
-                                 {torch::kDouble, "F64"}, {torch::kLong, "I64"},  {torch::kInt, "I32"},
-                                 {torch::kShort, "I16"},  {torch::kChar, "I8"},   {torch::kByte, "U8"},
+constexpr DtypeName kDtypes[] = {{torch::kFloat, "F32"},  {torch::kHalf, "F16"}, {torch::kBFloat16, "BF16"},
+                                 {torch::kDouble, "F64"}, {torch::kLong, "I64"}, {torch::kInt, "I32"},
+                                 {torch::kShort, "I16"},  {torch::kChar, "I8"},  {torch::kByte, "U8"},
                                  {torch::kBool, "BOOL"}};
 
 const char* dtype_name(torch::ScalarType type, const std::string& tensor) {
@@ -72,7 +72,8 @@ struct SafetensorsEntry {
 // The JSON header after the 8-byte length; `data_start` is where the tensors' bytes begin.
 nlohmann::json safetensors_header(const std::string& bytes, const std::string& source, size_t* data_start) {
   if (bytes.size() < 8)
-    throw Error(source + ": " + std::to_string(bytes.size()) + " bytes; a safetensors file starts with an 8-byte header length");
+    throw Error(source + ": " + std::to_string(bytes.size()) +
+                " bytes; a safetensors file starts with an 8-byte header length");
   uint64_t length = 0;
   std::memcpy(&length, bytes.data(), 8);
   if (length > bytes.size() - 8)
@@ -80,9 +81,11 @@ nlohmann::json safetensors_header(const std::string& bytes, const std::string& s
                 std::to_string(bytes.size() - 8) + " bytes after it");
   if (length == 0 || bytes[8] != '{') throw Error(source + ": byte 8: expected the JSON header to start with '{'");
   std::string problem;
-  nlohmann::json header = parse_json(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length), &problem);
+  nlohmann::json header =
+      parse_json(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length), &problem);
   if (header.is_discarded())
-    throw Error(source + ": bytes 8.." + std::to_string(8 + length) + ": the header is not valid JSON (" + problem + ")");
+    throw Error(source + ": bytes 8.." + std::to_string(8 + length) + ": the header is not valid JSON (" + problem +
+                ")");
   if (!header.is_object()) throw Error(source + ": byte 8: the header must be a JSON object");
   *data_start = 8 + length;
   return header;
@@ -113,17 +116,20 @@ SafetensorsEntry safetensors_entry(const std::string& name, const nlohmann::json
     return info["dtype"].is_string() && info["dtype"].get<std::string>() == d.name;
   });
   if (known == std::end(kDtypes))
-    throw Error(where + ": dtype " + info["dtype"].dump() + " is not one mpt reads (F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
+    throw Error(where + ": dtype " + info["dtype"].dump() +
+                " is not one mpt reads (F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
   entry.type = known->type;
   const int64_t numel = safetensors_numel(info["shape"], where, entry.shape);
   const auto& offsets = info["data_offsets"];
-  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned())
     throw Error(where + ": data_offsets must be [begin, end]");
   entry.begin = offsets[0].get<uint64_t>(), entry.end = offsets[1].get<uint64_t>();
   const uint64_t expected = static_cast<uint64_t>(numel) * c10::elementSize(entry.type);
   if (entry.end < entry.begin || entry.end - entry.begin != expected)
     throw Error(where + ": data_offsets " + offsets.dump() + " hold " + std::to_string(entry.end - entry.begin) +
-                " bytes; " + info["dtype"].get<std::string>() + " " + shape_text(entry.shape) + " needs " + std::to_string(expected));
+                " bytes; " + info["dtype"].get<std::string>() + " " + shape_text(entry.shape) + " needs " +
+                std::to_string(expected));
   if (entry.end > data_size)
     throw Error(where + ": data_offsets " + offsets.dump() + " run past the file's " + std::to_string(data_size) +
                 " data bytes (truncated?)");
@@ -132,16 +138,18 @@ SafetensorsEntry safetensors_entry(const std::string& name, const nlohmann::json
 
 // The entries in data order, after checking that the data is exactly the tensors' bytes: no holes, no overlaps,
 // nothing trailing.
-std::vector<const SafetensorsEntry*> in_data_order(const std::vector<SafetensorsEntry>& entries, const std::string& source,
-                                                   size_t data_start, size_t data_size) {
+std::vector<const SafetensorsEntry*> in_data_order(const std::vector<SafetensorsEntry>& entries,
+                                                   const std::string& source, size_t data_start, size_t data_size) {
   std::vector<const SafetensorsEntry*> by_offset;
   for (const auto& e : entries) by_offset.push_back(&e);
-  std::stable_sort(by_offset.begin(), by_offset.end(), [](const auto* a, const auto* b) { return a->begin < b->begin; });
+  std::stable_sort(by_offset.begin(), by_offset.end(),
+                   [](const auto* a, const auto* b) { return a->begin < b->begin; });
   uint64_t expected_begin = 0;
   for (const SafetensorsEntry* e : by_offset) {
     if (e->begin != expected_begin)
-      throw Error(source + ": tensor '" + e->name + "' starts at data byte " + std::to_string(e->begin) + ", expected " +
-                  std::to_string(expected_begin) + (e->begin < expected_begin ? " (overlaps the previous tensor)" : " (a hole)"));
+      throw Error(source + ": tensor '" + e->name + "' starts at data byte " + std::to_string(e->begin) +
+                  ", expected " + std::to_string(expected_begin) +
+                  (e->begin < expected_begin ? " (overlaps the previous tensor)" : " (a hole)"));
     expected_begin = e->end;
   }
   if (expected_begin != data_size)
@@ -181,9 +189,10 @@ NamedTensorList read_weights(const std::string& path) {
   if (bytes.rfind("PK\x03\x04", 0) == 0) return read_torch_state_dict(bytes, path);
   // torch.save before 1.6 (or with _use_new_zipfile_serialization=False): a pickled magic number, then pickles.
   if (bytes.rfind(std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14), 0) == 0)
-    throw UsageError(path + ": the legacy torch.save format (before PyTorch 1.6), which mpt does not read; convert it "
-                     "once with: python -c \"import torch; torch.save(torch.load('" + path + "', weights_only=True), '" +
-                     path + ".zip.pt')\"");
+    throw UsageError(path +
+                     ": the legacy torch.save format (before PyTorch 1.6), which mpt does not read; convert it "
+                     "once with: python -c \"import torch; torch.save(torch.load('" +
+                     path + "', weights_only=True), '" + path + ".zip.pt')\"");
   if (bytes.size() >= 9 && bytes[8] == '{') return decode_safetensors(bytes, path);
   throw Error(path + ": byte 0: not a safetensors file, a PyTorch zip file (torch.save) or an mpt checkpoint");
 }
@@ -207,10 +216,12 @@ std::string describe(const InitReport& report) {
   return "loaded " + std::to_string(report.loaded) + " tensors; " + std::to_string(report.fresh.size()) +
          " kept their initialisation" + some(report.fresh) + "; " + std::to_string(report.unused.size()) +
          " in the file unused" + some(report.unused) +
-         (report.skipped.empty() ? "" : "; " + std::to_string(report.skipped.size()) + " skipped by model.init_skip" +
-                                            some(report.skipped)) +
-         (report.unmatched_skips.empty() ? "" : "; model.init_skip globs matching no model tensor" +
-                                                     some(report.unmatched_skips));
+         (report.skipped.empty()
+              ? ""
+              : "; " + std::to_string(report.skipped.size()) + " skipped by model.init_skip" + some(report.skipped)) +
+         (report.unmatched_skips.empty()
+              ? ""
+              : "; model.init_skip globs matching no model tensor" + some(report.unmatched_skips));
 }
 
 // A name as the model knows it: without the wrappers DDP ("module.") and torch.compile ("_orig_mod.") add.
@@ -236,7 +247,8 @@ InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& te
   auto load = [&](const std::string& name, torch::Tensor& target) {
     auto it = by_name.find(name);
     if (it == by_name.end() && name.rfind("bert.", 0) == 0) it = by_name.find(name.substr(5));  // HF BertModel file
-    const bool skipped = std::any_of(skip.begin(), skip.end(), [&](const auto& glob) { return precision::glob_match(glob, name); });
+    const bool skipped =
+        std::any_of(skip.begin(), skip.end(), [&](const auto& glob) { return precision::glob_match(glob, name); });
     if (skipped) {
       report.skipped.push_back(name);
       if (it != by_name.end()) used[it->second->first] = true;
@@ -250,7 +262,8 @@ InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& te
     if (tensor.sizes() != target.sizes())
       throw Error(source + ": tensor '" + file_name + "' has shape " + c10::str(tensor.sizes()) + ", the model's '" +
                   name + "' is " + c10::str(target.sizes()) + "; to keep the model's own, add it to model.init_skip " +
-                  "(e.g. [" + name.substr(0, name.rfind('.') == std::string::npos ? name.size() : name.rfind('.')) + ".*])");
+                  "(e.g. [" + name.substr(0, name.rfind('.') == std::string::npos ? name.size() : name.rfind('.')) +
+                  ".*])");
     target.copy_(tensor.to(target.scalar_type()));
     used[file_name] = true;
     ++report.loaded;
@@ -263,8 +276,8 @@ InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& te
     if (std::none_of(report.skipped.begin(), report.skipped.end(),
                      [&](const std::string& name) { return precision::glob_match(glob, name); }))
       report.unmatched_skips.push_back(glob);
-  const size_t matched_but_skipped = static_cast<size_t>(std::count_if(
-      report.skipped.begin(), report.skipped.end(), [&](const std::string& name) {
+  const size_t matched_but_skipped =
+      static_cast<size_t>(std::count_if(report.skipped.begin(), report.skipped.end(), [&](const std::string& name) {
         return by_name.count(name) || (name.rfind("bert.", 0) == 0 && by_name.count(name.substr(5)));
       }));
   if (report.loaded == 0 && matched_but_skipped > 0)
@@ -272,7 +285,8 @@ InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& te
                      " model tensors this file holds (first: '" + report.skipped.front() +
                      "'), so nothing would be loaded; narrow the globs or drop model.init_from");
   if (report.loaded == 0)
-    throw Error(source + ": none of its " + std::to_string(tensors.size()) + " tensor names match the model's (first: '" +
+    throw Error(source + ": none of its " + std::to_string(tensors.size()) +
+                " tensor names match the model's (first: '" +
                 echo(tensors.empty() ? std::string() : tensors.front().first) + "', the model's first: '" +
                 (report.fresh.empty() ? std::string() : report.fresh.front()) + "')");
   return report;

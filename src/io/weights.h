@@ -21,7 +21,6 @@ std::string encode_safetensors(const NamedTensorList& tensors, const std::map<st
 // mpt::Error naming `source`, the tensor and the byte offset or field that is wrong.
 NamedTensorList decode_safetensors(const std::string& bytes, const std::string& source);
 
-
 // Reads a weights file by content: safetensors, PyTorch zip, or an mpt checkpoint's model tensors.
 NamedTensorList read_weights(const std::string& path);
 // Writes `tensors` atomically in `format` ("safetensors" or "torch").
@@ -29,9 +28,9 @@ void write_weights(const std::string& path, const NamedTensorList& tensors, cons
 
 struct InitReport {
   int64_t loaded = 0;
-  std::vector<std::string> fresh;   // model tensors the file lacks: they keep their initialisation (a new head)
-  std::vector<std::string> unused;  // file tensors the model has no place for (a pre-training head)
-  std::vector<std::string> skipped; // model tensors model.init_skip keeps at their initialisation
+  std::vector<std::string> fresh;    // model tensors the file lacks: they keep their initialisation (a new head)
+  std::vector<std::string> unused;   // file tensors the model has no place for (a pre-training head)
+  std::vector<std::string> skipped;  // model tensors model.init_skip keeps at their initialisation
   std::vector<std::string> unmatched_skips;  // model.init_skip globs that match no model tensor (a typo?)
 };
 

@@ -14,8 +14,8 @@
 namespace mpt::models {
 namespace {
 
-constexpr double kInitStd = 0.02;           // HF's initializer_range
-constexpr double kMaskedScore = -1e9;       // added to [PAD] keys' scores; exp() of it is 0 in FP32
+constexpr double kInitStd = 0.02;      // HF's initializer_range
+constexpr double kMaskedScore = -1e9;  // added to [PAD] keys' scores; exp() of it is 0 in FP32
 
 torch::nn::LayerNorm layer_norm(const BertConfig& config) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.hidden}).eps(config.layer_norm_eps));
@@ -103,7 +103,7 @@ BertConfig bert_preset(const std::string& name) {
     const char* name;
     int64_t layers, hidden;
   };
-  static const Size sizes[] = {{"bert-tiny", 2, 128},    {"bert-mini", 4, 256},  {"bert-small", 4, 512},
+  static const Size sizes[] = {{"bert-tiny", 2, 128},   {"bert-mini", 4, 256},  {"bert-small", 4, 512},
                                {"bert-medium", 8, 512}, {"bert-base", 12, 768}, {"bert-large", 24, 1024}};
   for (const Size& size : sizes) {
     if (name != size.name) continue;
@@ -123,10 +123,10 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& config, const precision
   word_embeddings = register_module(
       "word_embeddings",
       torch::nn::Embedding(torch::nn::EmbeddingOptions(config.vocab_size, config.hidden).padding_idx(config.pad_id)));
-  position_embeddings_ = register_module("position_embeddings",
-                                         torch::nn::Embedding(config.max_positions, config.hidden));
-  token_type_embeddings_ = register_module("token_type_embeddings",
-                                           torch::nn::Embedding(config.type_vocab, config.hidden));
+  position_embeddings_ =
+      register_module("position_embeddings", torch::nn::Embedding(config.max_positions, config.hidden));
+  token_type_embeddings_ =
+      register_module("token_type_embeddings", torch::nn::Embedding(config.type_vocab, config.hidden));
   norm_ = register_module("LayerNorm", layer_norm(config));
   norm_runner_ = policy.runner(prefix + ".LayerNorm");
 }
@@ -141,8 +141,7 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& ids) {
   return maybe_dropout(x, dropout_, is_training());
 }
 
-BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePolicy& policy,
-                             const std::string& prefix)
+BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePolicy& policy, const std::string& prefix)
     : heads_(config.heads), dropout_(config.dropout), policy_(policy) {
   MPT_CHECK(config.hidden % config.heads == 0, "BERT hidden size must be a multiple of the head count");
   const int64_t hidden = config.hidden;
@@ -187,14 +186,15 @@ Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& 
     const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
     precision::Fp32Scope fp32(x.device().type());
     probs = ops::attention_probabilities(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(head_dim)), dropout_,
-                                    is_training(), v.scalar_type());
+                                         is_training(), v.scalar_type());
   }
-  torch::Tensor context = torch::matmul(probs, v);  // (B, h, S, d)
-  context = context.transpose(1, 2).reshape({batch, seq, hidden});     // (B, S, H)
-  const Hidden attended =
-      norm_for_next(attention_norm_runner_, attention_norm_,
-                    ops::dropout_add(project(policy_, attention_out_, context), x, dropout_, is_training()), /*for_projection=*/true);
-  torch::Tensor out = project(policy_, output_, ops::gelu(project(policy_, intermediate_, attended.for_projection)));  // (B, S, H)
+  torch::Tensor context = torch::matmul(probs, v);                  // (B, h, S, d)
+  context = context.transpose(1, 2).reshape({batch, seq, hidden});  // (B, S, H)
+  const Hidden attended = norm_for_next(
+      attention_norm_runner_, attention_norm_,
+      ops::dropout_add(project(policy_, attention_out_, context), x, dropout_, is_training()), /*for_projection=*/true);
+  torch::Tensor out =
+      project(policy_, output_, ops::gelu(project(policy_, intermediate_, attended.for_projection)));  // (B, S, H)
   out = ops::dropout_add(out, attended.states, dropout_, is_training());
   return norm_for_next(output_norm_runner_, output_norm_, out, next_has_projection);
 }
@@ -253,8 +253,8 @@ BertForMaskedLmImpl::BertForMaskedLmImpl(const BertConfig& config, const precisi
 
 torch::Tensor BertForMaskedLmImpl::head(const torch::Tensor& hidden) {
   return head_runner_(hidden, [&](const torch::Tensor& x) {
-    const torch::Tensor h =
-        layer_norm_through(transform_norm_runner_, transform_norm_, ops::gelu(project(policy_, transform_, x)));  // (N, H)
+    const torch::Tensor h = layer_norm_through(transform_norm_runner_, transform_norm_,
+                                               ops::gelu(project(policy_, transform_, x)));  // (N, H)
     const torch::Tensor& embedding = bert_->embeddings->word_embeddings->weight;
     return TiedDecoderFunction::apply(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
   });
@@ -272,7 +272,7 @@ std::vector<std::pair<std::string, int64_t>> BertForMaskedLmImpl::functional_gem
 }
 
 torch::Tensor BertForMaskedLmImpl::forward(const torch::Tensor& inputs) {
-  const torch::Tensor hidden = bert_->forward(inputs);  // (B, S, H)
+  const torch::Tensor hidden = bert_->forward(inputs);                                           // (B, S, H)
   return head(hidden.reshape({-1, config_.hidden})).view({inputs.size(0), inputs.size(1), -1});  // (B, S, V)
 }
 
@@ -282,19 +282,20 @@ Prediction BertForMaskedLmImpl::predict(const torch::Tensor& inputs, const torch
   const torch::Tensor flat_targets = targets.reshape({-1});
   // The loader's positions when it sent them: on a GPU, nonzero() must read the count back, a host sync.
   const torch::Tensor positions =
-      target_positions.defined() ? target_positions : data::target_positions(targets);  // (M)
+      target_positions.defined() ? target_positions : data::target_positions(targets);        // (M)
   return {head(hidden.index_select(0, positions)), flat_targets.index_select(0, positions)};  // (M, V), (M)
 }
 
 int64_t bert_encoder_macs(const BertConfig& c, int64_t seq_len) {
   const int64_t projections = 4 * c.hidden * c.hidden * seq_len;  // Q, K, V, attention output
-  const int64_t attention = 2 * seq_len * seq_len * c.hidden;      // Q K^T and probs V over all heads
+  const int64_t attention = 2 * seq_len * seq_len * c.hidden;     // Q K^T and probs V over all heads
   const int64_t feed_forward = 2 * c.hidden * c.intermediate * seq_len;
   return c.layers * (projections + attention + feed_forward);
 }
 
 int64_t BertForMaskedLmImpl::forward_macs(const data::SampleShape& sample) const {
-  const auto predicted = static_cast<int64_t>(std::llround(sample.masked_fraction * static_cast<double>(sample.seq_len)));
+  const auto predicted =
+      static_cast<int64_t>(std::llround(sample.masked_fraction * static_cast<double>(sample.seq_len)));
   return bert_encoder_macs(config_, sample.seq_len) +
          predicted * (config_.hidden * config_.hidden + config_.hidden * config_.vocab_size);
 }
@@ -310,7 +311,7 @@ BertForSequenceClassificationImpl::BertForSequenceClassificationImpl(const BertC
 
 torch::Tensor BertForSequenceClassificationImpl::forward(const torch::Tensor& inputs) {
   torch::Tensor pooled = maybe_dropout(bert_->pool(bert_->forward(inputs)), config_.dropout, is_training());  // (B, H)
-  return classifier_runner_(pooled, [&](const torch::Tensor& h) { return classifier_->forward(h); });  // (B, K)
+  return classifier_runner_(pooled, [&](const torch::Tensor& h) { return classifier_->forward(h); });         // (B, K)
 }
 
 int64_t BertForSequenceClassificationImpl::forward_macs(const data::SampleShape& sample) const {

@@ -23,10 +23,10 @@ struct BertConfig {
   int64_t max_positions = 512;
   int64_t type_vocab = 2;
   double layer_norm_eps = 1e-12;
-  double dropout = 0.1;        // hidden states and attention probabilities (HF's two dropouts)
-  std::string head = "mlm";    // mlm | classification
-  int64_t num_classes = 2;     // classification
-  int64_t pad_id = 0;          // attention ignores [PAD] positions
+  double dropout = 0.1;      // hidden states and attention probabilities (HF's two dropouts)
+  std::string head = "mlm";  // mlm | classification
+  int64_t num_classes = 2;   // classification
+  int64_t pad_id = 0;        // attention ignores [PAD] positions
 };
 
 // Google's BERT sizes: tiny (L2 H128), mini (L4 H256), small (L4 H512), medium (L8 H512), base (L12 H768),

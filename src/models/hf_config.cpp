@@ -33,8 +33,8 @@ struct SizeKey {
 };
 constexpr SizeKey kVocabSize{"vocab_size", 0, int64_t{1} << 24}, kHiddenSize{"hidden_size", 0, 65536},
     kLayers{"num_hidden_layers", 0, 512}, kHeads{"num_attention_heads", 0, 65536},
-    kIntermediate{"intermediate_size", 0, int64_t{1} << 20}, kPositions{"max_position_embeddings", 512, int64_t{1} << 20},
-    kTypeVocab{"type_vocab_size", 2, 65536};
+    kIntermediate{"intermediate_size", 0, int64_t{1} << 20},
+    kPositions{"max_position_embeddings", 512, int64_t{1} << 20}, kTypeVocab{"type_vocab_size", 2, 65536};
 
 int64_t size_of(const nlohmann::json& json, const std::string& path, const SizeKey& size) {
   if (!json.contains(size.key)) {
@@ -51,7 +51,8 @@ int64_t size_of(const nlohmann::json& json, const std::string& path, const SizeK
 // The FP32 weights the architecture needs, by the key that sizes each part, refused before anything is allocated
 // when they alone exceed this machine's memory (training needs about 4x: gradients and Adam's two moments).
 void check_fits_in_memory(const BertConfig& c, const std::string& path) {
-  const double h = static_cast<double>(c.hidden), per_layer = 4 * (h * h + h) + 2 * h * c.intermediate + c.intermediate + 5 * h;
+  const double h = static_cast<double>(c.hidden),
+               per_layer = 4 * (h * h + h) + 2 * h * c.intermediate + c.intermediate + 5 * h;
   const std::pair<const char*, double> parts[] = {{kVocabSize.key, static_cast<double>(c.vocab_size) * h},
                                                   {kPositions.key, static_cast<double>(c.max_positions) * h},
                                                   {kTypeVocab.key, static_cast<double>(c.type_vocab) * h},
@@ -64,14 +65,16 @@ void check_fits_in_memory(const BertConfig& c, const std::string& path) {
   }
   const double bytes = 4 * parameters, memory = static_cast<double>(hardware::physical_memory_bytes());
   if (memory > 0 && bytes > memory)
-    throw Error(fmt::format("{}: about {:.3g} parameters, {:.1f} GiB of FP32 weights alone, more than this machine's "
-                            "{:.1f} GiB of memory; the largest part is sized by '{}' (with hidden_size {})",
-                            path, parameters, bytes / (1 << 30), memory / (1 << 30), largest->first, c.hidden));
+    throw Error(
+        fmt::format("{}: about {:.3g} parameters, {:.1f} GiB of FP32 weights alone, more than this machine's "
+                    "{:.1f} GiB of memory; the largest part is sized by '{}' (with hidden_size {})",
+                    path, parameters, bytes / (1 << 30), memory / (1 << 30), largest->first, c.hidden));
 }
 
 void expect_string(const nlohmann::json& json, const std::string& path, const char* key, const char* allowed) {
   if (json.contains(key) && json[key] != allowed)
-    throw Error(path + ": key '" + key + "' = " + echo(json[key].dump()) + ": mpt's BERT supports only \"" + allowed + "\"");
+    throw Error(path + ": key '" + key + "' = " + echo(json[key].dump()) + ": mpt's BERT supports only \"" + allowed +
+                "\"");
 }
 
 }  // namespace
@@ -92,7 +95,8 @@ BertConfig read_hf_bert_config(const std::string& path) {
   config.type_vocab = size_of(json, file, kTypeVocab);
   if (json.contains("layer_norm_eps")) {
     if (!json["layer_norm_eps"].is_number() || !(json["layer_norm_eps"].get<double>() > 0))
-      throw Error(file + ": key 'layer_norm_eps' = " + echo(json["layer_norm_eps"].dump()) + ": expected a positive number");
+      throw Error(file + ": key 'layer_norm_eps' = " + echo(json["layer_norm_eps"].dump()) +
+                  ": expected a positive number");
     config.layer_norm_eps = json["layer_norm_eps"].get<double>();
   }
   if (json.contains("pad_token_id") && !json["pad_token_id"].is_null()) {

@@ -32,7 +32,8 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& inputs) {
     x = activate(x);  // (B, H)
     if (config_.dropout > 0) x = ops::dropout(x, config_.dropout, is_training());
   }
-  return head_runner_(x, [&](const torch::Tensor& h) { return head_runner_.linear(h, head_->weight, head_->bias); });  // (B, K)
+  return head_runner_(
+      x, [&](const torch::Tensor& h) { return head_runner_.linear(h, head_->weight, head_->bias); });  // (B, K)
 }
 
 int64_t MlpImpl::forward_macs(const data::SampleShape& sample) const {

@@ -25,16 +25,17 @@ Model build_resnet(ModelConfig config, const data::SampleShape& sample, const pr
 Model build_bert(const ModelConfig& config, const data::SampleShape& sample, const precision::ModulePolicy& policy) {
   BertConfig bert = bert_architecture(config);
   if (config.name == "bert" && bert.vocab_size != sample.vocab_size)
-    throw UsageError(config.hf_config + ": vocab_size " + std::to_string(bert.vocab_size) + " differs from data.vocab's " +
-                     std::to_string(sample.vocab_size) + " tokens");
+    throw UsageError(config.hf_config + ": vocab_size " + std::to_string(bert.vocab_size) +
+                     " differs from data.vocab's " + std::to_string(sample.vocab_size) + " tokens");
   bert.vocab_size = sample.vocab_size;
   if (sample.seq_len > bert.max_positions)
     throw UsageError("data.seq_len = " + std::to_string(sample.seq_len) + " exceeds BERT's " +
                      std::to_string(bert.max_positions) + " positions");
   if (config.bert_head == "mlm") {
     if (sample.num_classes > 0)
-      throw UsageError("model.head: mlm pre-trains on unlabelled text (text_corpus), but the data has labels; use "
-                       "model.head: classification");
+      throw UsageError(
+          "model.head: mlm pre-trains on unlabelled text (text_corpus), but the data has labels; use "
+          "model.head: classification");
     return std::make_shared<BertForMaskedLmImpl>(bert, policy);
   }
   if (sample.num_classes == 0)
@@ -49,18 +50,24 @@ std::vector<ModelProblem> bert_problems(const ModelConfig& config) {
     if (const std::string why = path_problem(config.hf_config, PathKind::kAny); !why.empty())
       problems.push_back({"model.hf_config", config.hf_config + ": " + why});
   if (config.name == "bert" && config.hf_config.empty())
-    problems.push_back({"model.name", "bert: takes its architecture from model.hf_config (a Hugging Face config.json); "
-                                      "set it, or name a preset (bert-tiny|mini|small|medium|base|large)"});
+    problems.push_back({"model.name",
+                        "bert: takes its architecture from model.hf_config (a Hugging Face config.json); "
+                        "set it, or name a preset (bert-tiny|mini|small|medium|base|large)"});
   return problems;
 }
 
 const std::vector<ModelFamily>& families() {
   static const std::vector<ModelFamily> table = {
       {"mlp", data::Modality::kImages, {"mlp"}, build_mlp, nullptr},
-      {"resnet", data::Modality::kImages, {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}, build_resnet,
+      {"resnet",
+       data::Modality::kImages,
+       {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"},
+       build_resnet,
        nullptr},
-      {"bert", data::Modality::kTokens,
-       {"bert-tiny", "bert-mini", "bert-small", "bert-medium", "bert-base", "bert-large", "bert"}, build_bert,
+      {"bert",
+       data::Modality::kTokens,
+       {"bert-tiny", "bert-mini", "bert-small", "bert-medium", "bert-base", "bert-large", "bert"},
+       build_bert,
        bert_problems},
   };
   return table;
@@ -79,8 +86,9 @@ const ModelFamily& model_family(const std::string& name) {
 
 BertConfig bert_architecture(const ModelConfig& config) {
   if (config.name == "bert" && config.hf_config.empty())
-    throw UsageError("model.name: bert takes its architecture from model.hf_config (a Hugging Face config.json); "
-                     "set it, or name a preset (bert-tiny|mini|small|medium|base|large)");
+    throw UsageError(
+        "model.name: bert takes its architecture from model.hf_config (a Hugging Face config.json); "
+        "set it, or name a preset (bert-tiny|mini|small|medium|base|large)");
   BertConfig bert = config.name == "bert" ? read_hf_bert_config(config.hf_config) : bert_preset(config.name);
   if (config.name != "bert" && config.bert_heads > 0) {
     if (bert.hidden % config.bert_heads != 0)

@@ -17,12 +17,12 @@ namespace mpt::models {
 struct ModelConfig {
   std::string name = "mlp";  // mlp | resnet18..resnet152 | bert-tiny..bert-large | bert (from hf_config)
   MlpConfig mlp;
-  ResNetConfig resnet;  // depth, in_channels and num_classes are filled in by build_model
+  ResNetConfig resnet;            // depth, in_channels and num_classes are filled in by build_model
   std::string bert_head = "mlm";  // mlm | classification
-  double dropout = 0.0;  // MLP: after each hidden layer; BERT: hidden states and attention (BERT trains with 0.1)
-  int64_t bert_heads = 0;     // a preset's attention heads; 0 = hidden / 64
-  std::string hf_config;      // model "bert": the architecture of this Hugging Face config.json
-  std::string init_from;  // weights file to start from ("" = fresh initialisation)
+  double dropout = 0.0;    // MLP: after each hidden layer; BERT: hidden states and attention (BERT trains with 0.1)
+  int64_t bert_heads = 0;  // a preset's attention heads; 0 = hidden / 64
+  std::string hf_config;   // model "bert": the architecture of this Hugging Face config.json
+  std::string init_from;   // weights file to start from ("" = fresh initialisation)
   std::vector<std::string> init_skip;  // globs over tensor names that keep their initialisation
 };
 
@@ -34,9 +34,9 @@ struct ModelProblem {
 
 // A family of models: the names it answers to, what its samples are, how it is built and what it checks first.
 struct ModelFamily {
-  std::string prefix;                 // "mlp", "resnet", "bert"
-  data::Modality modality;            // what its inputs are
-  std::vector<std::string> presets;   // the model.name values it takes
+  std::string prefix;                // "mlp", "resnet", "bert"
+  data::Modality modality;           // what its inputs are
+  std::vector<std::string> presets;  // the model.name values it takes
   std::function<Model(const ModelConfig&, const data::SampleShape&, const precision::ModulePolicy&)> build;
   std::function<std::vector<ModelProblem>(const ModelConfig&)> check;  // null: nothing to check
 };

@@ -38,8 +38,7 @@ int64_t conv_macs(const torch::nn::Conv2d& c, int64_t& height, int64_t& width) {
 }
 
 torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
-  return torch::nn::Conv2d(
-      torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
 // Batch norm on the conv's output, whatever its dtype. Under mixed precision (unless the policy makes the norm an
@@ -58,7 +57,8 @@ torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& 
 // nothing around the norm (no FP32 island, no numerics check, which would see the sum) and a norm that is not
 // synchronised across ranks.
 torch::Tensor norm_add_relu(torch::nn::BatchNorm2dImpl& norm, const precision::ModuleRunner& runner,
-                            const torch::Tensor& x, const torch::Tensor& residual, bool relu, distributed::Group* group) {
+                            const torch::Tensor& x, const torch::Tensor& residual, bool relu,
+                            distributed::Group* group) {
   const bool local = !group || !group->distributed();
   if (!runner.keep_fp32 && !runner.monitor && local && ops::can_fuse_batch_norm(norm, x, residual))
     return ops::fused_batch_norm(norm, x, residual, relu);
@@ -101,8 +101,7 @@ struct PatchRowsFunction : public torch::autograd::Function<PatchRowsFunction> {
     const torch::Tensor grad = grad_outputs[0].reshape({size[0], height, width, 9, size[3]});
     torch::Tensor grad_padded = torch::zeros({size[0], size[1] + 2, size[2] + 2, size[3]}, grad.options());
     for (int64_t i = 0; i < 3; ++i)
-      for (int64_t j = 0; j < 3; ++j)
-        window(grad_padded, i, j, stride, height, width).add_(grad.select(3, 3 * i + j));
+      for (int64_t j = 0; j < 3; ++j) window(grad_padded, i, j, stride, height, width).add_(grad.select(3, 3 * i + j));
     const torch::Tensor grad_image = grad_padded.slice(1, 1, size[1] + 1).slice(2, 1, size[2] + 1).contiguous();
     return {grad_image, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
@@ -133,9 +132,10 @@ torch::Tensor conv_forward(torch::nn::Conv2d& conv, const torch::Tensor& x) {
   const int64_t height = (x.size(2) + 2 * (kernel / 2) - kernel) / stride + 1;
   const int64_t width = (x.size(3) + 2 * (kernel / 2) - kernel) / stride + 1;
   const torch::Tensor image = x.permute({0, 2, 3, 1});  // (B, H, W, C_in), a view
-  torch::Tensor rows;                                    // (B*H_out*W_out, k*k*C_in)
+  torch::Tensor rows;                                   // (B*H_out*W_out, k*k*C_in)
   if (kernel == 1 && height * width <= max_pointwise_pixels(dtype)) {
-    rows = (stride == 1 ? image : image.slice(1, 0, x.size(2), stride).slice(2, 0, x.size(3), stride)).reshape({-1, in});
+    rows =
+        (stride == 1 ? image : image.slice(1, 0, x.size(2), stride).slice(2, 0, x.size(3), stride)).reshape({-1, in});
   } else if (kernel == 3 && height * width <= max_patch_pixels(dtype)) {
     rows = PatchRowsFunction::apply(image, stride, height, width);
   } else {
@@ -143,7 +143,7 @@ torch::Tensor conv_forward(torch::nn::Conv2d& conv, const torch::Tensor& x) {
   }
   // The weight as (C_out, k, k, C_in) rows, the patches' order.
   const torch::Tensor weight = conv->weight.permute({0, 2, 3, 1}).reshape({out, kernel * kernel * in});
-  const torch::Tensor y = torch::matmul(rows, weight.t());             // (B*H_out*W_out, C_out)
+  const torch::Tensor y = torch::matmul(rows, weight.t());           // (B*H_out*W_out, C_out)
   return y.view({batch, height, width, out}).permute({0, 3, 1, 2});  // (B, C_out, H_out, W_out), channels-last
 }
 
@@ -199,8 +199,8 @@ int64_t ResidualBlockImpl::macs(int64_t& height, int64_t& width) const {
 
 ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy) : config_(config) {
   const Layout layout = layout_for(config_.depth);
-  conv1_ = register_module("conv1", config_.small_input ? conv(config_.in_channels, 64, 3, 1)
-                                                        : conv(config_.in_channels, 64, 7, 2));
+  conv1_ = register_module(
+      "conv1", config_.small_input ? conv(config_.in_channels, 64, 3, 1) : conv(config_.in_channels, 64, 7, 2));
   bn1_ = register_module("bn1", torch::nn::BatchNorm2d(64));
   bn1_runner_ = policy.runner("bn1");
   int64_t in_planes = 64;
@@ -234,12 +234,14 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy
 }
 
 torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
-  torch::Tensor x = conv1_->forward(config_.channels_last ? inputs.contiguous(torch::MemoryFormat::ChannelsLast) : inputs);  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
+  torch::Tensor x =
+      conv1_->forward(config_.channels_last ? inputs.contiguous(torch::MemoryFormat::ChannelsLast)
+                                            : inputs);  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
   x = norm_add_relu(*bn1_, bn1_runner_, x, {}, /*relu=*/true, *norm_group_);
   if (!config_.small_input) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);  // H/4
   for (auto& layer : layers_)
-    for (auto& block : *layer) x = block->as<ResidualBlockImpl>()->forward(x);  // (B, C, H/32, W/32) at the end
-  x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);  // (B, C)
+    for (auto& block : *layer) x = block->as<ResidualBlockImpl>()->forward(x);    // (B, C, H/32, W/32) at the end
+  x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);                           // (B, C)
   return fc_runner_(x, [&](const torch::Tensor& h) { return fc_->forward(h); });  // (B, K)
 }
 

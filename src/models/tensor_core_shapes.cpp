@@ -51,8 +51,10 @@ TensorCoreShapes tensor_core_shapes(const ModelImpl& model, const precision::Pre
     check(what, "size", value);
   }
   if (rows_reach_a_gemm && batch_size > 0) {  // named by the spec keys that set them
-    if (sample.seq_len > 0) check("data.batch_size x data.seq_len", "rows", batch_size * sample.seq_len);
-    else check("data.batch_size", "rows", batch_size);
+    if (sample.seq_len > 0)
+      check("data.batch_size x data.seq_len", "rows", batch_size * sample.seq_len);
+    else
+      check("data.batch_size", "rows", batch_size);
   }
   return shapes;
 }
@@ -60,14 +62,14 @@ TensorCoreShapes tensor_core_shapes(const ModelImpl& model, const precision::Pre
 std::string describe(const TensorCoreShapes& shapes) {
   if (shapes.multiple == 0) return "";
   if (shapes.misfits.empty())
-    return fmt::format("Tensor Core shapes: every GEMM and convolution dimension is a multiple of {}",
-                       shapes.multiple);
+    return fmt::format("Tensor Core shapes: every GEMM and convolution dimension is a multiple of {}", shapes.multiple);
   std::string list;
   for (const auto& m : shapes.misfits)
     list += fmt::format("{}{} {} {} (-> {})", list.empty() ? "" : ", ", m.where, m.dim, m.value, m.rounded);
-  return fmt::format("Tensor Core shapes: {} dimension{} not a multiple of {}, which CUDA runs with padded tiles or "
-                     "without Tensor Cores: {}",
-                     shapes.misfits.size(), shapes.misfits.size() == 1 ? " is" : "s are", shapes.multiple, list);
+  return fmt::format(
+      "Tensor Core shapes: {} dimension{} not a multiple of {}, which CUDA runs with padded tiles or "
+      "without Tensor Cores: {}",
+      shapes.misfits.size(), shapes.misfits.size() == 1 ? " is" : "s are", shapes.multiple, list);
 }
 
 nlohmann::json to_json(const TensorCoreShapes& shapes) {

@@ -17,9 +17,9 @@ namespace {
 
 // Rows [begin, end) of the (B * h * S, S) score matrix; row r belongs to sequence r / rows_per_sequence.
 template <typename P>
-MPT_CPU_CLONES_BF16 void scores_forward(
-    const P* __restrict products, const float* __restrict mask_bias, float* __restrict scores, int64_t begin,
-    int64_t end, int64_t keys, int64_t rows_per_sequence, float scale) {
+MPT_CPU_CLONES_BF16 void scores_forward(const P* __restrict products, const float* __restrict mask_bias,
+                                        float* __restrict scores, int64_t begin, int64_t end, int64_t keys,
+                                        int64_t rows_per_sequence, float scale) {
   for (int64_t row = begin; row < end; ++row) {
     const float* mask = mask_bias + (row / rows_per_sequence) * keys;
     const P* in = products + row * keys;
@@ -29,8 +29,8 @@ MPT_CPU_CLONES_BF16 void scores_forward(
 }
 
 template <typename P>
-MPT_CPU_CLONES_BF16 void scores_backward(
-    const float* __restrict grad, P* __restrict grad_products, int64_t begin, int64_t end, float scale) {
+MPT_CPU_CLONES_BF16 void scores_backward(const float* __restrict grad, P* __restrict grad_products, int64_t begin,
+                                         int64_t end, float scale) {
   for (int64_t i = begin; i < end; ++i) bf16::store(&grad_products[i], scale * grad[i]);
 }
 
@@ -46,12 +46,14 @@ struct MaskedScoresFunction : public torch::autograd::Function<MaskedScoresFunct
     const int64_t rows_per_sequence = products.size(1) * products.size(2);
     auto run = [&](const auto* in) {
       at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / keys), [&](int64_t begin, int64_t end) {
-        scores_forward(in, mask_bias.data_ptr<float>(), scores.data_ptr<float>(), begin, end, keys,
-                       rows_per_sequence, static_cast<float>(scale));
+        scores_forward(in, mask_bias.data_ptr<float>(), scores.data_ptr<float>(), begin, end, keys, rows_per_sequence,
+                       static_cast<float>(scale));
       });
     };
-    if (products.scalar_type() == torch::kBFloat16) run(bf16::bits(products));
-    else run(products.data_ptr<float>());
+    if (products.scalar_type() == torch::kBFloat16)
+      run(bf16::bits(products));
+    else
+      run(products.data_ptr<float>());
     return scores;
   }
 
@@ -66,8 +68,10 @@ struct MaskedScoresFunction : public torch::autograd::Function<MaskedScoresFunct
         scores_backward(grad.data_ptr<float>(), out, begin, end, scale);
       });
     };
-    if (dtype == torch::kBFloat16) run(bf16::bits(grad_products));
-    else run(grad_products.data_ptr<float>());
+    if (dtype == torch::kBFloat16)
+      run(bf16::bits(grad_products));
+    else
+      run(grad_products.data_ptr<float>());
     return {grad_products, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -102,8 +106,8 @@ MPT_AVX512_BF16 inline __m512 keep_factors(const DropoutMask& mask, uint64_t ind
 // dropout.
 template <typename P, typename Out>
 MPT_AVX512_BF16 void probabilities_forward(const P* __restrict products, const float* __restrict mask_bias,
-                                           float* __restrict softmax, Out* __restrict probs, int64_t begin,
-                                           int64_t end, int64_t keys, int64_t rows_per_sequence, float scale,
+                                           float* __restrict softmax, Out* __restrict probs, int64_t begin, int64_t end,
+                                           int64_t keys, int64_t rows_per_sequence, float scale,
                                            const DropoutMask* mask) {
   alignas(64) float row_buffer[kMaxKeys];
   const __m512 scale_v = _mm512_set1_ps(scale);
@@ -183,8 +187,8 @@ struct AttentionProbabilitiesFunction : public torch::autograd::Function<Attenti
     bf16::with_data(products, [&](const auto* in) {
       bf16::with_mutable_data(probs, [&](auto* out) {
         at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / keys), [&](int64_t begin, int64_t end) {
-          probabilities_forward(in, mask_bias.data_ptr<float>(), softmax_data, out, begin, end, keys,
-                                rows_per_sequence, static_cast<float>(scale), drop ? &mask : nullptr);
+          probabilities_forward(in, mask_bias.data_ptr<float>(), softmax_data, out, begin, end, keys, rows_per_sequence,
+                                static_cast<float>(scale), drop ? &mask : nullptr);
         });
       });
     });
@@ -205,13 +209,12 @@ struct AttentionProbabilitiesFunction : public torch::autograd::Function<Attenti
     bf16::with_data(grad, [&](const auto* g) {
       bf16::with_mutable_data(grad_products, [&](auto* out) {
         at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / keys), [&](int64_t begin, int64_t end) {
-          probabilities_backward(g, softmax.data_ptr<float>(), out, begin, end, keys, scale,
-                                 drop ? &mask : nullptr);
+          probabilities_backward(g, softmax.data_ptr<float>(), out, begin, end, keys, scale, drop ? &mask : nullptr);
         });
       });
     });
-    return {grad_products, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+    return {grad_products,   torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 #endif  // MPT_AVX512_KERNELS

@@ -1,7 +1,7 @@
 // Building blocks of the hand-vectorised CPU kernels (fused batch norm, attention probabilities, GELU): BF16
 // loads and stores, and exp and erf on 16 FP32 lanes. Every function that touches a vector is compiled for
-// AVX512-BF16 alone (MPT_AVX512_BF16) and may only run where ops::avx512_bf16_kernels() says yes (dispatch.h); callers keep
-// LibTorch's ops as the path for every other CPU and build.
+// AVX512-BF16 alone (MPT_AVX512_BF16) and may only run where ops::avx512_bf16_kernels() says yes (dispatch.h); callers
+// keep LibTorch's ops as the path for every other CPU and build.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)

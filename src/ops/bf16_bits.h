@@ -35,21 +35,27 @@ inline bool fp32_or_bf16(const torch::Tensor& t) {
   return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
 }
 
-inline const uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); }
+inline const uint16_t* bits(const torch::Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());
+}
 inline uint16_t* bits(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
 
 // Calls body with t's data as const float* (FP32) or as const uint16_t* (BF16 bits); t is one of the two.
 template <typename Body>
 void with_data(const torch::Tensor& t, Body&& body) {
-  if (t.scalar_type() == torch::kBFloat16) body(bits(t));
-  else body(t.data_ptr<float>());
+  if (t.scalar_type() == torch::kBFloat16)
+    body(bits(t));
+  else
+    body(t.data_ptr<float>());
 }
 
 // The same for writing: float* or uint16_t*.
 template <typename Body>
 void with_mutable_data(torch::Tensor& t, Body&& body) {
-  if (t.scalar_type() == torch::kBFloat16) body(bits(t));
-  else body(t.data_ptr<float>());
+  if (t.scalar_type() == torch::kBFloat16)
+    body(bits(t));
+  else
+    body(t.data_ptr<float>());
 }
 
 }  // namespace mpt::bf16

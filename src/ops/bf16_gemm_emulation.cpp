@@ -22,8 +22,7 @@ bool is_float_or_bf16(const at::Tensor& t) {
 void emulate_in_fp32(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t arguments = op.schema().arguments().size();
   for (auto it = stack->end() - static_cast<std::ptrdiff_t>(arguments); it != stack->end(); ++it)
-    if (it->isTensor() && is_float_or_bf16(it->toTensor()))
-      *it = it->toTensor().to(at::kBFloat16).to(at::kFloat);
+    if (it->isTensor() && is_float_or_bf16(it->toTensor())) *it = it->toTensor().to(at::kBFloat16).to(at::kFloat);
   {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
     op.callBoxed(stack);
@@ -51,8 +50,8 @@ bool enable_cpu_bf16_emulation() {
     static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::AutocastCPU, __FILE__, __LINE__);
     QuietWarnings quiet;
     c10::WarningUtils::WarningHandlerGuard guard(&quiet);
-    for (const char* op : {"linear", "conv1d", "conv2d", "conv3d", "conv1d.padding", "conv2d.padding",
-                           "conv3d.padding", "mm", "bmm", "matmul", "addmm", "baddbmm"})
+    for (const char* op : {"linear", "conv1d", "conv2d", "conv3d", "conv1d.padding", "conv2d.padding", "conv3d.padding",
+                           "mm", "bmm", "matmul", "addmm", "baddbmm"})
       library.impl(op, torch::CppFunction::makeFromBoxedFunction<&emulate_in_fp32>());
     return true;
   }();

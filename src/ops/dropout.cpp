@@ -27,8 +27,8 @@ constexpr int64_t kGrain = 1 << 14;  // elements per parallel_for task
 // bits) and BF16/FP16 (uint16_t bits) and the compiler vectorises the 64-bit hash: with AVX-512's 64-bit multiply a
 // cooperlake clone runs 8 hashes per instruction, where the scalar loop hashes one element at a time.
 template <typename Bits>
-MPT_CPU_CLONES_BF16 void fill_mask(
-    Bits* __restrict out, int64_t begin, int64_t end, uint64_t seed, uint64_t threshold, Bits keep) {
+MPT_CPU_CLONES_BF16 void fill_mask(Bits* __restrict out, int64_t begin, int64_t end, uint64_t seed, uint64_t threshold,
+                                   Bits keep) {
   for (int64_t i = begin; i < end; ++i) out[i] = mix(seed + static_cast<uint64_t>(i)) < threshold ? keep : Bits{0};
 }
 
@@ -39,9 +39,8 @@ void fill_mask_as(torch::Tensor& mask, uint64_t seed, uint64_t threshold, double
   Bits keep;
   std::memcpy(&keep, &value, sizeof(keep));
   auto* out = reinterpret_cast<Bits*>(mask.data_ptr<Scalar>());
-  at::parallel_for(0, mask.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    fill_mask<Bits>(out, begin, end, seed, threshold, keep);
-  });
+  at::parallel_for(0, mask.numel(), kGrain,
+                   [&](int64_t begin, int64_t end) { fill_mask<Bits>(out, begin, end, seed, threshold, keep); });
 }
 
 // The fused loops work in chunks: first the chunk's mask as FP32 factors (scale or 0) in a stack buffer, then the
@@ -56,9 +55,9 @@ inline void fill_factors(float* __restrict factors, int64_t first, int64_t n, ui
 
 // out = residual + factor * y, y FP32 (float) or BF16 (uint16_t bits).
 template <typename Y>
-MPT_CPU_CLONES_BF16 void dropout_add_forward(
-    const Y* __restrict y, const float* __restrict residual, float* __restrict out, int64_t begin, int64_t end,
-    uint64_t seed, uint64_t threshold, float scale) {
+MPT_CPU_CLONES_BF16 void dropout_add_forward(const Y* __restrict y, const float* __restrict residual,
+                                             float* __restrict out, int64_t begin, int64_t end, uint64_t seed,
+                                             uint64_t threshold, float scale) {
   alignas(64) float factors[kChunk];
   for (int64_t first = begin; first < end; first += kChunk) {
     const int64_t n = std::min(kChunk, end - first);
@@ -69,9 +68,8 @@ MPT_CPU_CLONES_BF16 void dropout_add_forward(
 
 // out = factor * in, converted: FP32 (float) or BF16 (uint16_t bits, widened exactly, narrowed once to nearest).
 template <typename In, typename Out>
-MPT_CPU_CLONES_BF16 void scale_kept(
-    const In* __restrict in, Out* __restrict out, int64_t begin, int64_t end, uint64_t seed, uint64_t threshold,
-    float scale) {
+MPT_CPU_CLONES_BF16 void scale_kept(const In* __restrict in, Out* __restrict out, int64_t begin, int64_t end,
+                                    uint64_t seed, uint64_t threshold, float scale) {
   alignas(64) float factors[kChunk];
   for (int64_t first = begin; first < end; first += kChunk) {
     const int64_t n = std::min(kChunk, end - first);
@@ -141,7 +139,8 @@ struct DropoutCastFunction : public torch::autograd::Function<DropoutCastFunctio
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
-    return {apply_mask(grad_outputs[0].contiguous(), x_dtype, DropoutMask::load(ctx)), torch::Tensor(), torch::Tensor()};
+    return {apply_mask(grad_outputs[0].contiguous(), x_dtype, DropoutMask::load(ctx)), torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
@@ -166,8 +165,7 @@ DropoutMask DropoutMask::load(torch::autograd::AutogradContext* ctx) {
 torch::Tensor dropout_add(const torch::Tensor& y, const torch::Tensor& residual, double p, bool training) {
   if (!training || p <= 0.0) return y + residual;
   const bool fusable = hand_kernels_enabled() && y.device().is_cpu() && residual.device().is_cpu() && p < 1.0 &&
-                       fp32_or_bf16(y) &&
-                       residual.scalar_type() == torch::kFloat && y.sizes() == residual.sizes() &&
+                       fp32_or_bf16(y) && residual.scalar_type() == torch::kFloat && y.sizes() == residual.sizes() &&
                        y.is_contiguous() && residual.is_contiguous();
   if (!fusable) return ops::dropout(y, p, training) + residual;
   return DropoutAddFunction::apply(y, residual, p);
@@ -176,8 +174,7 @@ torch::Tensor dropout_add(const torch::Tensor& y, const torch::Tensor& residual,
 torch::Tensor dropout_to(const torch::Tensor& x, double p, bool training, torch::ScalarType dtype) {
   if (!training || p <= 0.0) return x.to(dtype);
   const bool fusable = hand_kernels_enabled() && x.device().is_cpu() && p < 1.0 && x.is_contiguous() &&
-                       fp32_or_bf16(x) &&
-                       (dtype == torch::kFloat || dtype == torch::kBFloat16);
+                       fp32_or_bf16(x) && (dtype == torch::kFloat || dtype == torch::kBFloat16);
   if (!fusable) return ops::dropout(x, p, training).to(dtype);
   return DropoutCastFunction::apply(x, p, dtype);
 }

@@ -25,8 +25,8 @@ using avx512::store;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-constexpr int64_t kTileVectors = 4;   // channels summed at once: 64, eight accumulators
-constexpr int64_t kBlockRows = 64;    // rows summed in FP32 before the block's sums join the double totals
+constexpr int64_t kTileVectors = 4;        // channels summed at once: 64, eight accumulators
+constexpr int64_t kBlockRows = 64;         // rows summed in FP32 before the block's sums join the double totals
 constexpr int64_t kGrainElements = 16384;  // elements per parallel task in the elementwise passes
 
 // The gradient reaching the norm's output: dy where the ReLU's output y is not <= 0 (so NaN passes), else 0,
@@ -153,10 +153,14 @@ template <typename F>
 void with_flags(bool first, bool second, F&& f) {
   using Yes = std::true_type;
   using No = std::false_type;
-  if (first && second) f(Yes{}, Yes{});
-  else if (first) f(Yes{}, No{});
-  else if (second) f(No{}, Yes{});
-  else f(No{}, No{});
+  if (first && second)
+    f(Yes{}, Yes{});
+  else if (first)
+    f(Yes{}, No{});
+  else if (second)
+    f(No{}, Yes{});
+  else
+    f(No{}, No{});
 }
 
 const uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); }
@@ -202,8 +206,12 @@ struct FusedBatchNormFunction : public torch::autograd::Function<FusedBatchNormF
     const uint16_t* y_bits = relu ? bits(y) : nullptr;  // read only for the ReLU's mask
 
     std::vector<double> sums;
-    if (relu) sums = sum_over_rows(GradientTerms<true>{dy_bits, y_bits, x_bits, mean.data_ptr<float>(), channels}, rows, channels);
-    else sums = sum_over_rows(GradientTerms<false>{dy_bits, y_bits, x_bits, mean.data_ptr<float>(), channels}, rows, channels);
+    if (relu)
+      sums =
+          sum_over_rows(GradientTerms<true>{dy_bits, y_bits, x_bits, mean.data_ptr<float>(), channels}, rows, channels);
+    else
+      sums = sum_over_rows(GradientTerms<false>{dy_bits, y_bits, x_bits, mean.data_ptr<float>(), channels}, rows,
+                           channels);
 
     torch::Tensor d_weight = per_channel_floats(channels), d_bias = per_channel_floats(channels);
     torch::Tensor a = per_channel_floats(channels), mean_g = per_channel_floats(channels);
@@ -249,8 +257,7 @@ bool fusable_activation(const torch::Tensor& t, const torch::Tensor& like) {
 bool can_fuse_batch_norm(const torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x,
                          const torch::Tensor& residual) {
   const auto& o = norm.options;
-  if (!avx512_bf16_kernels() || !norm.is_training() || !o.affine() || !o.track_running_stats())
-    return false;
+  if (!avx512_bf16_kernels() || !norm.is_training() || !o.affine() || !o.track_running_stats()) return false;
   for (const torch::Tensor& t : {norm.weight, norm.bias, norm.running_mean, norm.running_var})
     if (!t.defined() || t.scalar_type() != torch::kFloat || !t.device().is_cpu() || !t.is_contiguous()) return false;
   if (!x.defined() || x.dim() != 4 || !fusable_activation(x, x) || x.size(1) % kLanes != 0 || x.size(1) == 0 ||
@@ -259,8 +266,8 @@ bool can_fuse_batch_norm(const torch::nn::BatchNorm2dImpl& norm, const torch::Te
   return !residual.defined() || fusable_activation(residual, x);
 }
 
-torch::Tensor fused_batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x,
-                               const torch::Tensor& residual, bool relu) {
+torch::Tensor fused_batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& x, const torch::Tensor& residual,
+                               bool relu) {
   const int64_t channels = x.size(1), rows = rows_of(x);
   const uint16_t* x_bits = bits(x);
   std::vector<float> shift(channels);
@@ -280,8 +287,8 @@ torch::Tensor fused_batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Te
   {  // Running statistics and the batch count, as BatchNormImplBase::forward updates them.
     torch::NoGradGuard no_grad;
     norm.num_batches_tracked += 1;
-    const double factor = norm.options.momentum().has_value() ? *norm.options.momentum()
-                                                              : 1.0 / norm.num_batches_tracked.item<double>();
+    const double factor =
+        norm.options.momentum().has_value() ? *norm.options.momentum() : 1.0 / norm.num_batches_tracked.item<double>();
     norm.running_mean.mul_(1.0 - factor).add_(mean, factor);
     norm.running_var.mul_(1.0 - factor).add_(unbiased_var, factor);
   }

@@ -59,8 +59,7 @@ bool same_layout(const torch::Tensor& p, const torch::Tensor& other, torch::Scal
 // A state tensor laid out like its weight: as it is, or copied once into the weight's strides (state saved by
 // another layout or LibTorch version); the values are unchanged.
 const torch::Tensor& in_layout_of(const torch::Tensor& p, torch::Tensor& state) {
-  if (!same_layout(p, state))
-    state = torch::empty_like(p, torch::MemoryFormat::Preserve).copy_(state);
+  if (!same_layout(p, state)) state = torch::empty_like(p, torch::MemoryFormat::Preserve).copy_(state);
   return state;
 }
 
@@ -104,9 +103,8 @@ struct AdamScalars {
 };
 
 template <typename Grad>
-[[gnu::always_inline]] inline void adam_loop(float* __restrict w, const Grad* __restrict g,
-                                             uint16_t* __restrict shadow, float* __restrict m, float* __restrict v,
-                                             int64_t count, AdamScalars s) {
+[[gnu::always_inline]] inline void adam_loop(float* __restrict w, const Grad* __restrict g, uint16_t* __restrict shadow,
+                                             float* __restrict m, float* __restrict v, int64_t count, AdamScalars s) {
   for (int64_t i = 0; i < count; ++i) {
     const float weight = w[i] * s.keep;
     const float grad = bf16::widen(g[i]) * s.factor + s.l2 * weight;
@@ -120,12 +118,12 @@ template <typename Grad>
   }
 }
 
-MPT_CPU_CLONES void adam_elements(
-    float* w, const float* g, uint16_t* shadow, float* m, float* v, int64_t count, AdamScalars s) {
+MPT_CPU_CLONES void adam_elements(float* w, const float* g, uint16_t* shadow, float* m, float* v, int64_t count,
+                                  AdamScalars s) {
   adam_loop(w, g, shadow, m, v, count, s);
 }
-MPT_CPU_CLONES void adam_elements(
-    float* w, const uint16_t* g, uint16_t* shadow, float* m, float* v, int64_t count, AdamScalars s) {
+MPT_CPU_CLONES void adam_elements(float* w, const uint16_t* g, uint16_t* shadow, float* m, float* v, int64_t count,
+                                  AdamScalars s) {
   adam_loop(w, g, shadow, m, v, count, s);
 }
 
@@ -164,8 +162,12 @@ void fused_adam_step(Optimizer& optimizer, bool decoupled, const TargetOf& targe
   auto& states = optimizer.state();
   for (auto& group : optimizer.param_groups()) {
     auto& options = static_cast<Options&>(group.options());
-    const Update update{options.lr(), std::get<0>(options.betas()), std::get<1>(options.betas()), options.eps(),
-                        decoupled ? 0.0 : options.weight_decay(), decoupled ? options.weight_decay() : 0.0};
+    const Update update{options.lr(),
+                        std::get<0>(options.betas()),
+                        std::get<1>(options.betas()),
+                        options.eps(),
+                        decoupled ? 0.0 : options.weight_decay(),
+                        decoupled ? options.weight_decay() : 0.0};
     for (auto& p : group.params()) {
       const Target target = target_of(p);
       if (!target.grad.defined()) continue;
@@ -181,9 +183,8 @@ struct SgdScalars {
 };
 
 template <typename Grad>
-[[gnu::always_inline]] inline void sgd_loop(float* __restrict w, const Grad* __restrict g,
-                                            uint16_t* __restrict shadow, float* __restrict buffer, int64_t count,
-                                            SgdScalars s) {
+[[gnu::always_inline]] inline void sgd_loop(float* __restrict w, const Grad* __restrict g, uint16_t* __restrict shadow,
+                                            float* __restrict buffer, int64_t count, SgdScalars s) {
   for (int64_t i = 0; i < count; ++i) {
     const float grad = bf16::widen(g[i]) * s.factor + s.decay * w[i];
     float update = grad;
@@ -198,12 +199,12 @@ template <typename Grad>
   }
 }
 
-MPT_CPU_CLONES void sgd_elements(
-    float* w, const float* g, uint16_t* shadow, float* buffer, int64_t count, SgdScalars s) {
+MPT_CPU_CLONES void sgd_elements(float* w, const float* g, uint16_t* shadow, float* buffer, int64_t count,
+                                 SgdScalars s) {
   sgd_loop(w, g, shadow, buffer, count, s);
 }
-MPT_CPU_CLONES void sgd_elements(
-    float* w, const uint16_t* g, uint16_t* shadow, float* buffer, int64_t count, SgdScalars s) {
+MPT_CPU_CLONES void sgd_elements(float* w, const uint16_t* g, uint16_t* shadow, float* buffer, int64_t count,
+                                 SgdScalars s) {
   sgd_loop(w, g, shadow, buffer, count, s);
 }
 
@@ -227,11 +228,14 @@ void fused_sgd_step(torch::optim::SGD& optimizer, const TargetOf& target_of, flo
       float* buffer = nullptr;
       s.first = false;
       if (options.momentum() != 0.0) {
-        auto& state = state_of<torch::optim::SGDParamState>(states, p, [&] {
-          auto fresh = std::make_unique<torch::optim::SGDParamState>();
-          fresh->momentum_buffer(torch::empty_like(p, torch::MemoryFormat::Preserve));  // filled on this step
-          return fresh;
-        }, s.first);
+        auto& state = state_of<torch::optim::SGDParamState>(
+            states, p,
+            [&] {
+              auto fresh = std::make_unique<torch::optim::SGDParamState>();
+              fresh->momentum_buffer(torch::empty_like(p, torch::MemoryFormat::Preserve));  // filled on this step
+              return fresh;
+            },
+            s.first);
         buffer = in_layout_of(p, state.momentum_buffer()).template data_ptr<float>();
       }
       with_arrays(target, [&](float* w, const auto* g, uint16_t* shadow) {
@@ -280,24 +284,21 @@ torch::Tensor unfused_step(Base& optimizer) {
 
 torch::Tensor FusedSgd::step(LossClosure closure) {
   TORCH_CHECK(!closure, "mpt's fused SGD takes no closure");
-  if (!every_gradient_fusable(*this, own_gradient))
-    return unfused_step<torch::optim::SGD>(*this);
+  if (!every_gradient_fusable(*this, own_gradient)) return unfused_step<torch::optim::SGD>(*this);
   fused_sgd_step(*this, own_gradient, 1.0f);
   return {};
 }
 
 torch::Tensor FusedAdam::step(LossClosure closure) {
   TORCH_CHECK(!closure, "mpt's fused Adam takes no closure");
-  if (!adam_fusable<torch::optim::AdamOptions>(*this, own_gradient))
-    return unfused_step<torch::optim::Adam>(*this);
+  if (!adam_fusable<torch::optim::AdamOptions>(*this, own_gradient)) return unfused_step<torch::optim::Adam>(*this);
   fused_adam_step<torch::optim::AdamOptions>(*this, /*decoupled=*/false, own_gradient, 1.0f);
   return {};
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
   TORCH_CHECK(!closure, "mpt's fused AdamW takes no closure");
-  if (!adam_fusable<torch::optim::AdamWOptions>(*this, own_gradient))
-    return unfused_step<torch::optim::AdamW>(*this);
+  if (!adam_fusable<torch::optim::AdamWOptions>(*this, own_gradient)) return unfused_step<torch::optim::AdamW>(*this);
   fused_adam_step<torch::optim::AdamWOptions>(*this, /*decoupled=*/true, own_gradient, 1.0f);
   return {};
 }
@@ -352,7 +353,8 @@ bool uses_amsgrad(torch::optim::Optimizer& optimizer) {
 
 }  // namespace
 
-std::unique_ptr<MasterStepper> master_stepper(torch::optim::Optimizer& optimizer, const std::vector<MasterPair>& pairs) {
+std::unique_ptr<MasterStepper> master_stepper(torch::optim::Optimizer& optimizer,
+                                              const std::vector<MasterPair>& pairs) {
   const MasterTargets targets(pairs);
   if (auto* adam = dynamic_cast<FusedAdam*>(&optimizer); adam && !uses_amsgrad<torch::optim::AdamOptions>(*adam))
     return stepper_if_fusable(*adam, targets, [](FusedAdam& o, const MasterTargets& t, float factor) {

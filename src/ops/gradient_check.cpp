@@ -52,14 +52,8 @@ template <typename Element>
   return total;
 }
 
-MPT_CPU_CLONES float block_sum_of_squares(const float* __restrict x,
-                                                                                        int64_t count) {
-  return block_sum(x, count);
-}
-MPT_CPU_CLONES float block_sum_of_squares(const uint16_t* __restrict x,
-                                                                                        int64_t count) {
-  return block_sum(x, count);
-}
+MPT_CPU_CLONES float block_sum_of_squares(const float* __restrict x, int64_t count) { return block_sum(x, count); }
+MPT_CPU_CLONES float block_sum_of_squares(const uint16_t* __restrict x, int64_t count) { return block_sum(x, count); }
 
 template <typename Element>
 double sum_of_squares(const Element* x, int64_t count) {

@@ -45,13 +45,13 @@ struct SplitLinearFunction : public torch::autograd::Function<SplitLinearFunctio
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor& x = saved[0];       // (B, D)
-    const torch::Tensor& weight = saved[1];  // (N, D)
+    const torch::Tensor& x = saved[0];                        // (B, D)
+    const torch::Tensor& weight = saved[1];                   // (N, D)
     const torch::Tensor grad = grad_outputs[0].contiguous();  // (B, N)
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
-    return {ctx->needs_input_grad(0) ? split_mm(grad, weight) : torch::Tensor(),      // (B, D)
-            ctx->needs_input_grad(1) ? split_mm(grad.t(), x) : torch::Tensor(),       // (N, D)
-            has_bias && ctx->needs_input_grad(2) ? grad.sum(0) : torch::Tensor()};    // (N)
+    return {ctx->needs_input_grad(0) ? split_mm(grad, weight) : torch::Tensor(),    // (B, D)
+            ctx->needs_input_grad(1) ? split_mm(grad.t(), x) : torch::Tensor(),     // (N, D)
+            has_bias && ctx->needs_input_grad(2) ? grad.sum(0) : torch::Tensor()};  // (N)
   }
 };
 
@@ -61,8 +61,9 @@ bool splits_linear_backward(const torch::Tensor& x, const torch::Tensor& weight)
 #ifdef _OPENMP  // without it at::parallel_for in this file runs the shares one after the other
   const bool fp32_cpu = x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
                         weight.scalar_type() == torch::kFloat && !at::autocast::is_autocast_enabled(torch::kCPU);
-  return hand_kernels_enabled() && fp32_cpu && x.dim() == 2 && weight.dim() == 2 && at::get_num_threads() > 1 && !at::in_parallel_region() &&
-         x.size(0) * x.size(1) * weight.size(0) < kSplitMaxMacs && torch::GradMode::is_enabled();
+  return hand_kernels_enabled() && fp32_cpu && x.dim() == 2 && weight.dim() == 2 && at::get_num_threads() > 1 &&
+         !at::in_parallel_region() && x.size(0) * x.size(1) * weight.size(0) < kSplitMaxMacs &&
+         torch::GradMode::is_enabled();
 #else
   (void)x, (void)weight;
   return false;

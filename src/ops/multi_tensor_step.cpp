@@ -9,8 +9,8 @@ namespace mpt::ops {
 namespace {
 
 // The multi-tensor steps. Each collects a group's parameters with gradients, their gradients and state, then
-// applies LibTorch's per-parameter arithmetic (torch/csrc/api/src/optim/{adam,adamw,sgd}.cpp) list by list; per-parameter
-// scalars (bias corrections, which depend on each parameter's own step count) go in as scalar lists.
+// applies LibTorch's per-parameter arithmetic (torch/csrc/api/src/optim/{adam,adamw,sgd}.cpp) list by list;
+// per-parameter scalars (bias corrections, which depend on each parameter's own step count) go in as scalar lists.
 bool multi_tensor_covers(torch::optim::Optimizer& optimizer) {
   for (auto& group : optimizer.param_groups()) {
     auto& options = group.options();
@@ -46,8 +46,10 @@ void multi_tensor_adam(torch::optim::Optimizer& optimizer, bool decoupled) {
     }
     if (params.empty()) continue;
     if (decay != 0.0) {
-      if (decoupled) at::_foreach_mul_(params, 1.0 - lr * decay);
-      else grads = at::_foreach_add(grads, params, decay);  // new tensors: the stored gradients stay as they are
+      if (decoupled)
+        at::_foreach_mul_(params, 1.0 - lr * decay);
+      else
+        grads = at::_foreach_add(grads, params, decay);  // new tensors: the stored gradients stay as they are
     }
     at::_foreach_mul_(exp_avgs, beta1);
     at::_foreach_add_(exp_avgs, grads, 1.0 - beta1);
@@ -75,11 +77,14 @@ void multi_tensor_sgd(torch::optim::SGD& optimizer) {
       std::vector<torch::Tensor> buffers, continuing, continuing_grads;
       for (size_t i = 0; i < params.size(); ++i) {
         bool created = false;
-        auto& state = state_of<torch::optim::SGDParamState>(states, params[i], [&] {
-          auto fresh = std::make_unique<torch::optim::SGDParamState>();
-          fresh->momentum_buffer(torch::clone(grads[i]).detach());
-          return fresh;
-        }, created);
+        auto& state = state_of<torch::optim::SGDParamState>(
+            states, params[i],
+            [&] {
+              auto fresh = std::make_unique<torch::optim::SGDParamState>();
+              fresh->momentum_buffer(torch::clone(grads[i]).detach());
+              return fresh;
+            },
+            created);
         buffers.push_back(state.momentum_buffer());
         if (!created) continuing.push_back(state.momentum_buffer()), continuing_grads.push_back(grads[i]);
       }
@@ -87,8 +92,10 @@ void multi_tensor_sgd(torch::optim::SGD& optimizer) {
         at::_foreach_mul_(continuing, options.momentum());
         at::_foreach_add_(continuing, continuing_grads, 1.0 - options.dampening());
       }
-      if (options.nesterov()) grads = at::_foreach_add(grads, buffers, options.momentum());
-      else grads = buffers;
+      if (options.nesterov())
+        grads = at::_foreach_add(grads, buffers, options.momentum());
+      else
+        grads = buffers;
     }
     at::_foreach_add_(params, grads, -options.lr());
   }

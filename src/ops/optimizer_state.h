@@ -43,13 +43,16 @@ State& state_of(States& states, const torch::Tensor& p, Make&& make, bool& creat
 template <typename States>
 torch::optim::AdamParamState& adam_state_of(States& states, const torch::Tensor& p) {
   bool created = false;
-  return state_of<torch::optim::AdamParamState>(states, p, [&] {
-    auto fresh = std::make_unique<torch::optim::AdamParamState>();
-    fresh->step(0);
-    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-    return fresh;
-  }, created);
+  return state_of<torch::optim::AdamParamState>(
+      states, p,
+      [&] {
+        auto fresh = std::make_unique<torch::optim::AdamParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        return fresh;
+      },
+      created);
 }
 
 }  // namespace mpt::ops

@@ -30,9 +30,7 @@ AutocastScope::~AutocastScope() {
 }
 
 Fp32Scope::Fp32Scope(torch::DeviceType device)
-    : device_(device),
-      was_enabled_(autocast_enabled(device)),
-      dtype_(autocast_dtype(device)) {
+    : device_(device), was_enabled_(autocast_enabled(device)), dtype_(autocast_dtype(device)) {
   if (was_enabled_) set_autocast(device_, false, dtype_);
 }
 

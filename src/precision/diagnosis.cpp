@@ -49,7 +49,8 @@ std::string divergence_advice(const std::vector<NonfiniteGrad>& culprits,
   };
   std::string advice;
   if (!low.empty())
-    advice = "Keeping " + joined(low) + " in FP32 (add to precision.fp32_modules), lowering the learning rate or "
+    advice = "Keeping " + joined(low) +
+             " in FP32 (add to precision.fp32_modules), lowering the learning rate or "
              "clipping gradients (train.grad_clip_norm) can help";
   if (!fp32.empty())
     advice += std::string(advice.empty() ? "" : ". ") + "Layers already computing in FP32 (" + joined(fp32) +

@@ -11,8 +11,8 @@
 namespace mpt::precision {
 
 struct NonfiniteGrad {
-  std::string name;         // module path, e.g. "hidden.0.weight"
-  int64_t nonfinite = 0;    // Inf/NaN elements
+  std::string name;             // module path, e.g. "hidden.0.weight"
+  int64_t nonfinite = 0;        // Inf/NaN elements
   double max_abs_finite = 0.0;  // largest finite |grad| in the same tensor
 };
 

@@ -18,12 +18,12 @@
 namespace mpt::precision {
 
 struct FinishedBackward {
-  bool skip = false;          // some gradient was Inf/NaN: no optimizer step; the gradients are left as they were
-  double grad_factor = 1.0;   // one-pass: what the optimizer multiplies each gradient by; else 1 (already applied)
-  torch::Tensor grad_norm;    // before clipping, when clipping is on and the step applies; undefined otherwise
-  ScaleUpdate scale_update;   // the loss scale's rule applied to this step's verdict
+  bool skip = false;             // some gradient was Inf/NaN: no optimizer step; the gradients are left as they were
+  double grad_factor = 1.0;      // one-pass: what the optimizer multiplies each gradient by; else 1 (already applied)
+  torch::Tensor grad_norm;       // before clipping, when clipping is on and the step applies; undefined otherwise
+  ScaleUpdate scale_update;      // the loss scale's rule applied to this step's verdict
   double grads_scaled_by = 1.0;  // the loss scale still in the gradients (a skip leaves the one-pass paths' so)
-  bool stop_agreed = false;   // across ranks: some rank asked to stop, so all stop after this step
+  bool stop_agreed = false;      // across ranks: some rank asked to stop, so all stop after this step
 };
 
 // `grads` carry the loss scale; `max_norm` 0 turns clipping off. Each ends with the scaler's update.

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <limits>
 
-
 namespace mpt::precision {
 namespace {
 
@@ -30,12 +29,12 @@ std::string state_problem(const std::string& name, const torch::Tensor& tensor, 
   const torch::Tensor values = tensor.detach().to(torch::kCPU, torch::kDouble).reshape({-1});
   const auto* v = values.data_ptr<double>();
   for (int64_t i = 0; i < values.numel(); ++i) {
-    const bool ok = is_scale ? v[i] >= std::numeric_limits<float>::min() && v[i] <= kFp32Max
-                             : v[i] >= 0 && v[i] <= kFp32Max;
+    const bool ok =
+        is_scale ? v[i] >= std::numeric_limits<float>::min() && v[i] <= kFp32Max : v[i] >= 0 && v[i] <= kFp32Max;
     if (!ok)
-      return fmt::format("tensor '{}'{} = {:g}: expected {}", name, is_scale ? "" : fmt::format(" [{}]", i), v[i],
-                         is_scale ? "a scale in FP32's normal positive range [1.17549e-38, 3.40282e+38]"
-                                  : "an amax >= 0 and finite");
+      return fmt::format(
+          "tensor '{}'{} = {:g}: expected {}", name, is_scale ? "" : fmt::format(" [{}]", i), v[i],
+          is_scale ? "a scale in FP32's normal positive range [1.17549e-38, 3.40282e+38]" : "an amax >= 0 and finite");
   }
   return "";
 }
@@ -84,7 +83,8 @@ std::vector<GemmEligibility> fp8_eligibility(torch::nn::Module& model, const Mod
     const auto* linear = item.value()->as<torch::nn::Linear>();
     if (!linear) continue;
     GemmEligibility layer{item.key(), linear->options.in_features(), linear->options.out_features(), false, ""};
-    if (policy.runs_in_fp32(layer.name)) layer.why_not = "FP32: an FP32 island (precision.fp32_modules)";
+    if (policy.runs_in_fp32(layer.name))
+      layer.why_not = "FP32: an FP32 island (precision.fp32_modules)";
     else if (layer.in_features % 16 != 0)
       layer.why_not = fmt::format("BF16: in_features {} not a multiple of 16", layer.in_features);
     else if (layer.out_features % 16 != 0)
@@ -95,8 +95,7 @@ std::vector<GemmEligibility> fp8_eligibility(torch::nn::Module& model, const Mod
   return layers;
 }
 
-Fp8Gemms::Fp8Gemms(const Fp8Config& config, torch::nn::Module& model, const ModulePolicy& policy,
-                   torch::Device device)
+Fp8Gemms::Fp8Gemms(const Fp8Config& config, torch::nn::Module& model, const ModulePolicy& policy, torch::Device device)
     : config_(config), eligibility_(fp8_eligibility(model, policy)) {
   const auto modules = model.named_modules("", /*include_self=*/false);
   for (const GemmEligibility& verdict : eligibility_) {
@@ -149,16 +148,18 @@ std::string Fp8Gemms::check_state(const NamedTensors& saved) const {
       const torch::Tensor* history = saved.find(history_name);
       const torch::Tensor* value = saved.find(scale_name);
       if (!history || !value) continue;  // the loader names a missing tensor itself
-      for (const auto& problem : {state_problem(history_name, *history, false), state_problem(scale_name, *value, true)})
+      for (const auto& problem :
+           {state_problem(history_name, *history, false), state_problem(scale_name, *value, true)})
         if (!problem.empty()) return problem;
       // Delayed scaling derives the scale from the history it was saved with: any other value was not written by mpt.
       if (config_.recipe != "delayed" || history->max().item<float>() == 0.0f) continue;
       const torch::Tensor expected =
           scale_from_amax(history->max().to(torch::kFloat), *value, scale->format, config_.margin);
       if (!torch::equal(expected, value->to(torch::kFloat)))
-        return fmt::format("tensor '{}' = {:g}, but its amax history gives {:g} (delayed scaling): the FP8 state "
-                           "was not written by mpt",
-                           scale_name, value->item<double>(), expected.item<double>());
+        return fmt::format(
+            "tensor '{}' = {:g}, but its amax history gives {:g} (delayed scaling): the FP8 state "
+            "was not written by mpt",
+            scale_name, value->item<double>(), expected.item<double>());
     }
   }
   return "";
@@ -185,8 +186,9 @@ GemmReport Fp8Gemms::report() {
   }
   const char* keys[] = {"input_scale", "weight_scale", "grad_output_scale"};
   for (size_t r = 0; r < scales.size() && !layers_.empty(); ++r)
-    report.ranges.push_back({keys[r], {*std::min_element(scales[r].begin(), scales[r].end()),
-                                       *std::max_element(scales[r].begin(), scales[r].end())}});
+    report.ranges.push_back({keys[r],
+                             {*std::min_element(scales[r].begin(), scales[r].end()),
+                              *std::max_element(scales[r].begin(), scales[r].end())}});
   return report;
 }
 
@@ -234,7 +236,11 @@ struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     torch::Tensor grad_w = ops::scaled_gemm(g_fp8.t().contiguous(), g_scale, x_fp8.t().contiguous(), x_scale, w_dtype);
     torch::Tensor grad_b;
     if (ctx->saved_data["has_bias"].toBool())
-      grad_b = grads[0].reshape({-1, w_fp8.size(0)}).to(torch::kFloat).sum(0).to(ctx->saved_data["bias_dtype"].toScalarType());
+      grad_b = grads[0]
+                   .reshape({-1, w_fp8.size(0)})
+                   .to(torch::kFloat)
+                   .sum(0)
+                   .to(ctx->saved_data["bias_dtype"].toScalarType());
     return {grad_x, grad_w, grad_b, torch::Tensor(), torch::Tensor()};
   }
 };

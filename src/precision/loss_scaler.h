@@ -31,9 +31,9 @@ struct LossScaleState {
   int64_t growth_tracker = 0;  // clean steps since the last growth or backoff
   int64_t backoffs = 0;
   int64_t growths = 0;
-  double lowest_scale = 1.0;      // the smallest scale so far (summary.json loss_scale.min)
-  int64_t hysteresis_left = 1;    // overflows still tolerated before the next backoff
-  int64_t overflows_at_min = 0;   // consecutive overflows while at the floor
+  double lowest_scale = 1.0;     // the smallest scale so far (summary.json loss_scale.min)
+  int64_t hysteresis_left = 1;   // overflows still tolerated before the next backoff
+  int64_t overflows_at_min = 0;  // consecutive overflows while at the floor
 };
 
 enum class ScaleChange { kNone, kGrowth, kBackoff };

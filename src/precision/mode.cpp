@@ -45,7 +45,9 @@ torch::ScalarType compute_dtype(Mode mode) {
   return torch::kFloat;
 }
 
-int operand_bytes(Mode mode) { return mode == Mode::kFp8 ? 1 : static_cast<int>(c10::elementSize(compute_dtype(mode))); }
+int operand_bytes(Mode mode) {
+  return mode == Mode::kFp8 ? 1 : static_cast<int>(c10::elementSize(compute_dtype(mode)));
+}
 
 Choice<Mode> choose_mixed(bool cuda, const hardware::Facts& facts) {
   if (cuda) {
@@ -74,13 +76,15 @@ Choice<LossScaleMode> choose_loss_scale(Mode mode) {
   switch (mode) {
     case Mode::kMixedFp16: return {LossScaleMode::kDynamic, "auto: fp16 needs loss scaling"};
     case Mode::kFp8:
-      return {LossScaleMode::kNone, "auto: fp8 scales each FP8 tensor itself; the rest is BF16, with FP32's exponent range"};
+      return {LossScaleMode::kNone,
+              "auto: fp8 scales each FP8 tensor itself; the rest is BF16, with FP32's exponent range"};
     default: return {LossScaleMode::kNone, std::string("auto: ") + mode_name(mode) + " has FP32's exponent range"};
   }
 }
 
 std::string mode_problem(Mode mode, bool cuda) {
-  if (mode == Mode::kMixedFp16 && !cuda) return "mixed_fp16 needs device.type cuda: LibTorch has no FP16 GEMM/conv on CPU; use mixed_bf16";
+  if (mode == Mode::kMixedFp16 && !cuda)
+    return "mixed_fp16 needs device.type cuda: LibTorch has no FP16 GEMM/conv on CPU; use mixed_bf16";
   return "";
 }
 

@@ -22,7 +22,7 @@ struct Mxfp8LinearFunction : public torch::autograd::Function<Mxfp8LinearFunctio
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, const c10::optional<torch::Tensor>& bias) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // our GEMM picks its dtypes
-    const torch::Tensor rows = x.reshape({-1, x.size(-1)});                          // (M, K)
+    const torch::Tensor rows = x.reshape({-1, x.size(-1)});                         // (M, K)
     torch::Tensor out = mx_product(rows, weight, torch::kBFloat16);                 // (M, N)
     if (bias) out.add_(bias->to(torch::kBFloat16));
     ctx->save_for_backward({rows, weight});
@@ -70,7 +70,8 @@ Mxfp8Gemms::Mxfp8Gemms(torch::nn::Module& model, const ModulePolicy& policy)
     : eligibility_(mxfp8_eligibility(model, policy)) {
   const auto modules = model.named_modules("", /*include_self=*/false);
   for (const GemmEligibility& layer : eligibility_)
-    if (layer.low_precision) weights_.insert(modules[layer.name]->as<torch::nn::Linear>()->weight.unsafeGetTensorImpl());
+    if (layer.low_precision)
+      weights_.insert(modules[layer.name]->as<torch::nn::Linear>()->weight.unsafeGetTensorImpl());
 }
 
 torch::Tensor Mxfp8Gemms::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {

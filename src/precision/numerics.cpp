@@ -20,8 +20,8 @@ std::optional<NonfiniteActivation> NumericsMonitor::take() {
 
 std::string describe(const NonfiniteActivation& activation) {
   std::ostringstream out;
-  out << activation.module << " produced Inf/NaN in " << activation.dtype << " from inputs in ["
-      << activation.input_min << ", " << activation.input_max << "]";
+  out << activation.module << " produced Inf/NaN in " << activation.dtype << " from inputs in [" << activation.input_min
+      << ", " << activation.input_max << "]";
   return out.str();
 }
 

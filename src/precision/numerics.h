@@ -11,8 +11,8 @@
 namespace mpt::precision {
 
 struct NonfiniteActivation {
-  std::string module;   // e.g. "hidden.0"
-  std::string dtype;    // the output's dtype, e.g. "BFloat16"
+  std::string module;  // e.g. "hidden.0"
+  std::string dtype;   // the output's dtype, e.g. "BFloat16"
   double input_min = 0.0;
   double input_max = 0.0;
 };

@@ -12,16 +12,18 @@ void warn_if_cores_are_busy(spdlog::logger& logger, int threads) {
   const int cores = hardware::available_cores(), others = hardware::other_runnable_tasks();
   if (others <= 0 || threads <= cores - others) return;
   const int fitting = std::max(1, cores - others);
-  logger.warn("{} other task(s) are running on this machine's {} core(s); with {} threads each parallel region waits "
-              "for threads the kernel gives to them: device.threads={} may be faster (mpt bench measures it)",
-              others, cores, threads, fitting);
+  logger.warn(
+      "{} other task(s) are running on this machine's {} core(s); with {} threads each parallel region waits "
+      "for threads the kernel gives to them: device.threads={} may be faster (mpt bench measures it)",
+      others, cores, threads, fitting);
 }
 
 }  // namespace
 
 Machine set_up_machine(const ExperimentConfig& c, const distributed::LaunchInfo* launch, spdlog::logger& logger) {
   Machine machine;
-  machine.threads = hardware::configure_threads(static_cast<int>(c.device.threads), launch ? launch->local_world_size : 1);
+  machine.threads =
+      hardware::configure_threads(static_cast<int>(c.device.threads), launch ? launch->local_world_size : 1);
   machine.device = c.device.type == "cuda" ? torch::Device(torch::kCUDA, launch ? launch->local_rank : 0)
                                            : torch::Device(torch::kCPU);
   if (machine.device.is_cpu() && machine.threads > 1) warn_if_cores_are_busy(logger, machine.threads);

@@ -27,12 +27,14 @@ bool resolve_device(config::Spec& spec, const hardware::Facts& facts, Problems& 
     device = facts.cuda_available ? "cuda" : "cpu";
     spec.set("device.type", YAML::Node(device), facts.cuda_available ? "auto: CUDA available" : "auto: no CUDA");
   } else if (device == "cuda" && !facts.cuda_available) {
-    problems.push_back(at(spec, "device.type") + " = cuda, but this build or machine has no CUDA device; use cpu or auto");
+    problems.push_back(at(spec, "device.type") +
+                       " = cuda, but this build or machine has no CUDA device; use cpu or auto");
   }
   const bool cuda = device == "cuda";
   const std::string backend = spec.get_string("distributed.backend");
   if (backend == "auto")
-    spec.set("distributed.backend", YAML::Node(cuda ? "nccl" : "gloo"), cuda ? "auto: CUDA tensors" : "auto: CPU tensors");
+    spec.set("distributed.backend", YAML::Node(cuda ? "nccl" : "gloo"),
+             cuda ? "auto: CUDA tensors" : "auto: CPU tensors");
   else if (backend == "nccl" && !cuda)
     problems.push_back(at(spec, "distributed.backend") +
                        " = nccl needs device.type cuda (NCCL moves CUDA tensors); use gloo or auto on CPU");
@@ -52,7 +54,8 @@ void resolve_precision(config::Spec& spec, bool cuda, const hardware::Facts& fac
     const auto choice = precision::choose_strategy(mode, cuda);
     spec.set("precision.strategy", YAML::Node(precision::strategy_name(choice.value)), choice.reason);
   }
-  if (const std::string why = precision::strategy_problem(precision::parse_strategy(spec.get_string("precision.strategy")), mode);
+  if (const std::string why =
+          precision::strategy_problem(precision::parse_strategy(spec.get_string("precision.strategy")), mode);
       !why.empty())
     problems.push_back(at(spec, "precision.strategy") + " = " + why);
   if (spec.get_string("precision.loss_scale.mode") == "auto") {
@@ -64,7 +67,8 @@ void resolve_precision(config::Spec& spec, bool cuda, const hardware::Facts& fac
 // Keys whose values only make sense together: the loss scale's range, the train length, channels.
 void check_combinations(const config::Spec& spec, Problems& problems) {
   const double init = spec.get_float("precision.loss_scale.init");
-  if (init < spec.get_float("precision.loss_scale.min_scale") || init > spec.get_float("precision.loss_scale.max_scale"))
+  if (init < spec.get_float("precision.loss_scale.min_scale") ||
+      init > spec.get_float("precision.loss_scale.max_scale"))
     problems.push_back(at(spec, "precision.loss_scale.init") + " = " + spec.value_text("precision.loss_scale.init") +
                        ": expected a value between precision.loss_scale.min_scale and max_scale");
   if (spec.get_int("train.epochs") == 0 && spec.get_int("train.max_steps") == 0)

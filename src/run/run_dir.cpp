@@ -23,7 +23,8 @@ std::vector<std::string> spec_differences(const std::string& config_path, const 
     // A key the earlier config.yaml does not mention was added to mpt after that run was written (each run
     // writes every key); its default then described what that run did.
     if (previous.origin(d.key) == "default") continue;
-    if (!config::may_differ_on_resume(d.key)) differences.push_back(d.key + " (" + d.a_value + " there, " + d.b_value + " now)");
+    if (!config::may_differ_on_resume(d.key))
+      differences.push_back(d.key + " (" + d.a_value + " there, " + d.b_value + " now)");
   }
   return differences;
 }
@@ -41,7 +42,8 @@ RunPlan plan_run(const std::string& dir, const std::string& resume, const config
       throw UsageError("--resume " + resume + ": " + problem);
     plan.resume_from = resume;
   } else if (resume == "never" && has_checkpoints) {
-    throw UsageError(dir + " already holds checkpoints of an earlier run; pass --resume auto to continue it, "
+    throw UsageError(dir +
+                     " already holds checkpoints of an earlier run; pass --resume auto to continue it, "
                      "or choose another --run-dir / experiment.name");
   }
 
@@ -49,8 +51,9 @@ RunPlan plan_run(const std::string& dir, const std::string& resume, const config
   if (fs::exists(config_path)) {
     auto differences = spec_differences(config_path, spec);
     if (!differences.empty()) {
-      std::string message = dir + " holds a run of a different spec; choose another --run-dir or experiment.name. "
-                                  "Differences:";
+      std::string message = dir +
+                            " holds a run of a different spec; choose another --run-dir or experiment.name. "
+                            "Differences:";
       for (const auto& d : differences) message += "\n  " + d;
       throw UsageError(message);
     }
@@ -91,7 +94,7 @@ RunDirectory::RunDirectory(const std::string& dir, const std::string& resume, co
     lock_.emplace(dir_, "mpt train");  // a second mpt train on it exits 75 naming this one
   }
   plan_ = plan_run(dir_, resume, spec);
-  group.barrier("start-up barrier");  // every rank has planned from the same directory state
+  group.barrier("start-up barrier");                  // every rank has planned from the same directory state
   std::vector<std::pair<std::string, int64_t>> torn;  // JSONL files a crash left mid-line, cut before appending
   if (main_rank) {
     write_file_atomically(dir_ + "/config.yaml", spec.to_yaml());

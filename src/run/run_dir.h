@@ -48,8 +48,8 @@ void resume_from_plan(train::Checkpointer& checkpointer, train::TrainStep& step,
 // removed when it is destroyed before keep(): a run refused before its first step leaves nothing behind.
 class RunDirectory {
  public:
-  RunDirectory(const std::string& dir, const std::string& resume, const config::Spec& spec,
-               distributed::Group& group, bool live_progress);
+  RunDirectory(const std::string& dir, const std::string& resume, const config::Spec& spec, distributed::Group& group,
+               bool live_progress);
   ~RunDirectory();
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;

@@ -14,25 +14,40 @@ namespace {
 
 template <typename T>
 T read_value(const config::Spec& spec, const std::string& key) {
-  if constexpr (std::is_same_v<T, bool>) return spec.get_bool(key);
-  else if constexpr (std::is_same_v<T, std::string>) return spec.get_string(key);
-  else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return spec.get_int_list(key);
-  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return spec.get_string_list(key);
-  else if constexpr (std::is_same_v<T, precision::LossScaleMode>) return precision::parse_loss_scale_mode(spec.get_string(key));
-  else if constexpr (std::is_same_v<T, precision::Mode>) return precision::parse_mode(spec.get_string(key));
-  else if constexpr (std::is_same_v<T, precision::Strategy>) return precision::parse_strategy(spec.get_string(key));
-  else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(spec.get_float(key));
-  else return static_cast<T>(spec.get_int(key));
+  if constexpr (std::is_same_v<T, bool>)
+    return spec.get_bool(key);
+  else if constexpr (std::is_same_v<T, std::string>)
+    return spec.get_string(key);
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+    return spec.get_int_list(key);
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return spec.get_string_list(key);
+  else if constexpr (std::is_same_v<T, precision::LossScaleMode>)
+    return precision::parse_loss_scale_mode(spec.get_string(key));
+  else if constexpr (std::is_same_v<T, precision::Mode>)
+    return precision::parse_mode(spec.get_string(key));
+  else if constexpr (std::is_same_v<T, precision::Strategy>)
+    return precision::parse_strategy(spec.get_string(key));
+  else if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(spec.get_float(key));
+  else
+    return static_cast<T>(spec.get_int(key));
 }
 
 template <typename T>
 std::string show_value(const T& value) {
-  if constexpr (std::is_same_v<T, precision::LossScaleMode>) return precision::loss_scale_mode_name(value);
-  else if constexpr (std::is_same_v<T, precision::Mode>) return precision::mode_name(value);
-  else if constexpr (std::is_same_v<T, precision::Strategy>) return precision::strategy_name(value);
-  else if constexpr (std::is_same_v<T, std::string>) return value;
-  else if constexpr (std::is_floating_point_v<T>) return fmt::format("{:.17g}", static_cast<double>(value));
-  else return fmt::format("{}", value);
+  if constexpr (std::is_same_v<T, precision::LossScaleMode>)
+    return precision::loss_scale_mode_name(value);
+  else if constexpr (std::is_same_v<T, precision::Mode>)
+    return precision::mode_name(value);
+  else if constexpr (std::is_same_v<T, precision::Strategy>)
+    return precision::strategy_name(value);
+  else if constexpr (std::is_same_v<T, std::string>)
+    return value;
+  else if constexpr (std::is_floating_point_v<T>)
+    return fmt::format("{:.17g}", static_cast<double>(value));
+  else
+    return fmt::format("{}", value);
 }
 
 // `path` is the chain of members from ExperimentConfig to the value, e.g. &ExperimentConfig::data,
@@ -174,8 +189,8 @@ std::vector<KeyBinding> system_bindings() {
 
 std::vector<KeyBinding> all_bindings() {
   std::vector<KeyBinding> all;
-  for (auto part : {experiment_and_model_bindings, data_bindings, precision_bindings, training_bindings,
-                    system_bindings})
+  for (auto part :
+       {experiment_and_model_bindings, data_bindings, precision_bindings, training_bindings, system_bindings})
     for (auto& binding : part()) all.push_back(std::move(binding));
   return all;
 }

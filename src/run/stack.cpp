@@ -5,15 +5,15 @@
 
 namespace mpt::run {
 
-TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape& sample,
-                                   int64_t batches_per_epoch, torch::Device device, int world_size) {
+TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape& sample, int64_t batches_per_epoch,
+                                   torch::Device device, int world_size) {
   TrainingStack stack;
   if (c.debug.check_numerics) stack.numerics = std::make_unique<precision::NumericsMonitor>();
   const precision::ModulePolicy policy(c.precision.fp32_modules, stack.numerics.get());
   stack.model = models::build_model(c.model, sample, policy);
   if (!c.model.init_from.empty())
-    stack.init = io::init_from_weights(*stack.model, io::read_weights(c.model.init_from), c.model.init_from,
-                                       c.model.init_skip);
+    stack.init =
+        io::init_from_weights(*stack.model, io::read_weights(c.model.init_from), c.model.init_from, c.model.init_skip);
   stack.model->to(device);
   stack.recipe = std::make_unique<precision::Recipe>(c.precision, *stack.model, policy,
                                                      stack.model->tied_to_fp32_islands(), device);

@@ -26,7 +26,7 @@ struct TrainingStack {
   std::unique_ptr<precision::Recipe> recipe;
   std::unique_ptr<torch::optim::Optimizer> optimizer;  // moved into the step
   int64_t global_batch = 0;
-  train::ScaledLr scaled;  // the LR and warmup after the linear scaling rule
+  train::ScaledLr scaled;              // the LR and warmup after the linear scaling rule
   std::optional<io::InitReport> init;  // what model.init_from loaded
 };
 
@@ -34,8 +34,8 @@ struct TrainingStack {
 // max_steps is set), c.train.eval_every_steps (per epoch when 0) and c.schedule's peak LR, warmup and length.
 // Under data parallelism batches_per_epoch counts global batches and the global batch is per-rank batch x
 // grad_accum_steps x world_size.
-TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape& sample,
-                                   int64_t batches_per_epoch, torch::Device device, int world_size = 1);
+TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape& sample, int64_t batches_per_epoch,
+                                   torch::Device device, int world_size = 1);
 
 // The step over `stack` (which keeps the recipe and the numerics monitor; the optimizer moves into the step).
 train::TrainStep make_train_step(TrainingStack& stack, const ExperimentConfig& c, torch::Device device,

@@ -22,9 +22,8 @@ void Checkpointer::save(TrainStep& step) {
 
 void Checkpointer::resume(TrainStep& step, const std::string& path) {
   const io::ModelTensors tensors = step.checkpoint_tensors();
-  const io::TrainingState state = io::load_checkpoint(path, tensors, step.optimizer(), [&](const auto& saved) {
-    return step.recipe().check_state(saved);
-  });
+  const io::TrainingState state = io::load_checkpoint(
+      path, tensors, step.optimizer(), [&](const auto& saved) { return step.recipe().check_state(saved); });
   if (const auto resharded = step.restore(state)) events_.data_resharded(state.step, state.data, *resharded);
   events_.resumed(state.step, path);
   resumed_from_ = path;

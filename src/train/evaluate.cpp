@@ -19,7 +19,7 @@ EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, tor
   torch::Tensor sums = torch::zeros({3}, options);
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     data::Batch batch = loader.next();
-    if (batch.targets.size(0) == 0) continue;  // this rank's slice of the ragged last batch is empty
+    if (batch.targets.size(0) == 0) continue;    // this rank's slice of the ragged last batch is empty
     const torch::Tensor& inputs = batch.inputs;  // on the device
     const torch::Tensor& targets = batch.targets;
     models::Prediction prediction;
@@ -44,8 +44,8 @@ EvalMetrics evaluate(models::ModelImpl& model, const data::Dataset& dataset, tor
   return metrics;
 }
 
-Evaluator::Evaluator(const TrainConfig& config, const data::Dataset& test_set, torch::Device device, distributed::Group& group,
-                     hardware::MemoryPeaks* memory)
+Evaluator::Evaluator(const TrainConfig& config, const data::Dataset& test_set, torch::Device device,
+                     distributed::Group& group, hardware::MemoryPeaks* memory)
     : config_(config), test_set_(test_set), device_(device), group_(group), memory_(memory) {}
 
 void Evaluator::maybe_evaluate(models::ModelImpl& model, torch::ScalarType dtype, int64_t step, JsonlWriter& metrics,

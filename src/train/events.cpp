@@ -17,31 +17,50 @@ void EventLog::skipped_step(int64_t step, double scale, int64_t skipped_so_far, 
   nlohmann::json params = nlohmann::json::array();
   for (const auto& c : culprits)
     params.push_back({{"name", c.name}, {"nonfinite", c.nonfinite}, {"max_abs_finite", c.max_abs_finite}});
-  record({{"step", step}, {"kind", "skip"}, {"old_scale", scale}, {"new_scale", scale},
-          {"skipped_steps", skipped_so_far}, {"reason", reason}, {"nonfinite_params", params}});
+  record({{"step", step},
+          {"kind", "skip"},
+          {"old_scale", scale},
+          {"new_scale", scale},
+          {"skipped_steps", skipped_so_far},
+          {"reason", reason},
+          {"nonfinite_params", params}});
   logger_->warn("step {}: skipped the optimizer step ({}; {}); {} skipped so far", step, reason,
                 precision::describe(culprits), skipped_so_far);
 }
 
 void EventLog::scale_change(int64_t step, const precision::ScaleUpdate& update, int64_t skipped_so_far) {
   const bool backoff = update.change == precision::ScaleChange::kBackoff;
-  record({{"step", step}, {"kind", backoff ? "backoff" : "growth"}, {"old_scale", update.old_scale},
-          {"new_scale", update.new_scale}, {"skipped_steps", skipped_so_far}});
-  if (backoff) logger_->warn("step {}: loss scale backoff {:g} -> {:g}", step, update.old_scale, update.new_scale);
-  else logger_->info("step {}: loss scale growth {:g} -> {:g}", step, update.old_scale, update.new_scale);
+  record({{"step", step},
+          {"kind", backoff ? "backoff" : "growth"},
+          {"old_scale", update.old_scale},
+          {"new_scale", update.new_scale},
+          {"skipped_steps", skipped_so_far}});
+  if (backoff)
+    logger_->warn("step {}: loss scale backoff {:g} -> {:g}", step, update.old_scale, update.new_scale);
+  else
+    logger_->info("step {}: loss scale growth {:g} -> {:g}", step, update.old_scale, update.new_scale);
 }
 
 void EventLog::fp8_scale(int64_t step, const precision::GemmScaleEvent& change) {
-  record({{"step", step}, {"kind", "fp8_scale"}, {"tensor", change.tensor}, {"scale", change.scale},
-          {"previous_scale", change.previous}, {"amax", change.amax}, {"saturated", change.saturated}});
+  record({{"step", step},
+          {"kind", "fp8_scale"},
+          {"tensor", change.tensor},
+          {"scale", change.scale},
+          {"previous_scale", change.previous},
+          {"amax", change.amax},
+          {"saturated", change.saturated}});
   const std::string saturated = change.saturated > 0 ? fmt::format(", {} values saturated", change.saturated) : "";
   logger_->info("step {}: fp8 scale of {} {:g} -> {:g} (amax {:g}){}", step, change.tensor, change.previous,
                 change.scale, change.amax, saturated);
 }
 
 void EventLog::nonfinite_activation(int64_t step, const precision::NonfiniteActivation& activation) {
-  record({{"step", step}, {"kind", "nonfinite_activation"}, {"module", activation.module}, {"dtype", activation.dtype},
-          {"input_min", activation.input_min}, {"input_max", activation.input_max}});
+  record({{"step", step},
+          {"kind", "nonfinite_activation"},
+          {"module", activation.module},
+          {"dtype", activation.dtype},
+          {"input_min", activation.input_min},
+          {"input_max", activation.input_max}});
   logger_->warn("step {}: {}", step, precision::describe(activation));
 }
 
@@ -70,9 +89,10 @@ void EventLog::data_resharded(int64_t step, const data::DataPosition& saved, con
           {"kind", "data_resharded"},
           {"saved", {{"epoch", saved.epoch}, {"batch", saved.batch}, {"batch_samples", saved.batch_samples}}},
           {"now", {{"epoch", now.epoch}, {"batch", now.batch}, {"batch_samples", now.batch_samples}}}});
-  logger_->info("data position re-sharded for the new global batch: epoch {} batch {} of {} samples -> epoch {} "
-                "batch {} of {} samples",
-                saved.epoch, saved.batch, saved.batch_samples, now.epoch, now.batch, now.batch_samples);
+  logger_->info(
+      "data position re-sharded for the new global batch: epoch {} batch {} of {} samples -> epoch {} "
+      "batch {} of {} samples",
+      saved.epoch, saved.batch, saved.batch_samples, now.epoch, now.batch, now.batch_samples);
 }
 
 void EventLog::diverged(int64_t step, const std::string& diagnosis) {

@@ -10,7 +10,8 @@ namespace mpt::train {
 MetricsWindow::MetricsWindow(const TrainConfig& config, RunSinks sinks, distributed::Group& group, torch::Device device)
     : config_(config), sinks_(sinks), group_(group) {
   const auto options = torch::TensorOptions().dtype(torch::kDouble).device(device);
-  for (Sums* sums : {&window_, &epoch_}) sums->loss = torch::zeros({}, options), sums->correct = torch::zeros({}, options);
+  for (Sums* sums : {&window_, &epoch_})
+    sums->loss = torch::zeros({}, options), sums->correct = torch::zeros({}, options);
 }
 
 void MetricsWindow::add(const MicroBatchStats& stats) {
@@ -102,10 +103,15 @@ io::ProgressLine MetricsWindow::progress_line(const TrainStep& step) const {
   // live line moves from the first step instead of showing zeros until the first log point.
   const bool live = window_steps_ > 0 && window_seconds_ > 0.0;
   const double per_step = live ? window_seconds_ / static_cast<double>(window_steps_) : seconds_per_step_;
-  const double rate = live ? static_cast<double>(window_.samples * group_.world_size()) / window_seconds_
-                           : samples_per_sec_;
+  const double rate =
+      live ? static_cast<double>(window_.samples * group_.world_size()) / window_seconds_ : samples_per_sec_;
   const io::TrainingState& state = step.state();
-  return {state.step, config_.total_steps, last_loss_, state.scaler.scale, step.learning_rate(), rate,
+  return {state.step,
+          config_.total_steps,
+          last_loss_,
+          state.scaler.scale,
+          step.learning_rate(),
+          rate,
           per_step * static_cast<double>(config_.total_steps - state.step)};
 }
 

@@ -15,10 +15,13 @@ Rehearsal::Rehearsal(const DebugConfig& config, const NamedTensors& weights, int
     : config_(config), rank_(rank), world_size_(world_size) {
   const std::string& target = config_.inject_nonfinite_param;
   if (config_.inject_nonfinite_grad_at.empty()) return;
-  if (target.empty()) inject_name_ = weights.keys().front();
-  else if (weights.contains(target)) inject_name_ = target;
-  else throw UsageError("debug.inject_nonfinite_param = " + target + ": the model has no such parameter; it has " +
-                        c10::Join(", ", weights.keys()));
+  if (target.empty())
+    inject_name_ = weights.keys().front();
+  else if (weights.contains(target))
+    inject_name_ = target;
+  else
+    throw UsageError("debug.inject_nonfinite_param = " + target + ": the model has no such parameter; it has " +
+                     c10::Join(", ", weights.keys()));
 }
 
 bool Rehearsal::injects_at(int64_t step) const {

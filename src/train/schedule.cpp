@@ -14,9 +14,12 @@ double learning_rate(const ScheduleConfig& config, int64_t applied_steps) {
   const double progress = std::min(1.0, static_cast<double>(since_warmup) / decay_steps);
   const double floor = config.min_lr_ratio;
   double factor = 1.0;
-  if (config.name == "step") factor = std::pow(config.gamma, static_cast<double>(since_warmup / config.step_size));
-  else if (config.name == "linear") factor = 1.0 - (1.0 - floor) * progress;
-  else if (config.name == "cosine") factor = floor + (1.0 - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
+  if (config.name == "step")
+    factor = std::pow(config.gamma, static_cast<double>(since_warmup / config.step_size));
+  else if (config.name == "linear")
+    factor = 1.0 - (1.0 - floor) * progress;
+  else if (config.name == "cosine")
+    factor = floor + (1.0 - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
   return config.peak_lr * factor;
 }
 

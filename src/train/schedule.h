@@ -14,8 +14,8 @@ struct ScheduleConfig {
   int64_t step_size = 1000;
   double gamma = 0.1;
   double min_lr_ratio = 0.0;
-  int64_t total_steps = 1;        // the run's length in optimizer steps
-  int64_t base_batch_size = 0;    // the linear scaling rule's reference batch (0 = off)
+  int64_t total_steps = 1;      // the run's length in optimizer steps
+  int64_t base_batch_size = 0;  // the linear scaling rule's reference batch (0 = off)
 };
 
 // LR for the update that follows `applied_steps` earlier applied updates.

@@ -9,11 +9,11 @@ namespace mpt::train {
 
 struct TrainConfig {
   int64_t epochs = 10;
-  int64_t max_steps = 0;          // > 0: overrides epochs
+  int64_t max_steps = 0;  // > 0: overrides epochs
   int64_t log_every_steps = 50;
-  int64_t eval_every_steps = 0;   // 0: at the end of each epoch
+  int64_t eval_every_steps = 0;  // 0: at the end of each epoch
   int64_t eval_batch_size = 1000;
-  double grad_clip_norm = 0.0;    // 0: off
+  double grad_clip_norm = 0.0;  // 0: off
   int64_t grad_accum_steps = 1;
   int64_t max_consecutive_skips = 100;
   std::string progress = "auto";  // auto | bar | plain

@@ -94,9 +94,10 @@ void TrainStep::record_skip(StepResult& result) {
   ++state_.skipped_steps;
   ++consecutive_skips_;
   AllowHostSyncs rare;  // a skipped step's diagnosis reads the gradients
-  result.culprits = precision::find_nonfinite_grads(path_->gradient_holders(), /*limit=*/3,
-                                                    result.finished.grads_scaled_by);
-  result.skip_reason = rehearsal_.injects_at(result.step) ? "injected non-finite gradient (debug.inject_nonfinite_grad_at)"
+  result.culprits =
+      precision::find_nonfinite_grads(path_->gradient_holders(), /*limit=*/3, result.finished.grads_scaled_by);
+  result.skip_reason = rehearsal_.injects_at(result.step)
+                           ? "injected non-finite gradient (debug.inject_nonfinite_grad_at)"
                        : group_.distributed() && result.culprits.empty()
                            ? "non-finite gradient on another rank (the ranks skip together)"
                            : "non-finite gradient";
@@ -121,8 +122,6 @@ std::optional<data::DataPosition> TrainStep::restore(const io::TrainingState& st
   return loader_.position();
 }
 
-int64_t TrainStep::samples_per_step() const {
-  return loader_.position().batch_samples * config_.grad_accum_steps;
-}
+int64_t TrainStep::samples_per_step() const { return loader_.position().batch_samples * config_.grad_accum_steps; }
 
 }  // namespace mpt::train

@@ -85,7 +85,7 @@ class TrainStep {
   double learning_rate() const { return lr_; }
   int64_t consecutive_skips() const { return consecutive_skips_; }
   const torch::Tensor& last_grad_norm() const { return last_grad_norm_; }  // of the last applied step, on the device
-  int64_t samples_per_step() const;  // by all ranks together
+  int64_t samples_per_step() const;                                        // by all ranks together
   void attach_profile(StepPhases* phases) { profile_ = phases; }
 
  private:

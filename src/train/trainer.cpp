@@ -57,9 +57,10 @@ StepResult Trainer::take_step(bool stop_requested) {
     return taken;
   } catch (const c10::Error& e) {
     if (!is_forbidden_sync_error(e.what())) throw;
-    throw Error(fmt::format("debug.forbid_host_syncs: step {} made the host wait for the device outside the "
-                            "overflow check; LibTorch's trace names the operation: {}",
-                            step_.state().step + 1, e.what()));
+    throw Error(
+        fmt::format("debug.forbid_host_syncs: step {} made the host wait for the device outside the "
+                    "overflow check; LibTorch's trace names the operation: {}",
+                    step_.state().step + 1, e.what()));
   }
 }
 
@@ -86,13 +87,14 @@ bool Trainer::diverged(const StepResult& taken) {
   const int64_t skips = step_.consecutive_skips();
   if (!scaler.collapsed() && skips < config_.max_consecutive_skips) return false;
   result_.status = "diverged";
-  result_.diagnosis = fmt::format(
-      "{} ({} consecutive steps skipped, loss scale {:g}); non-finite gradients in {}. {}",
-      scaler.collapsed() ? "the loss scale collapsed to its floor" : "every step overflows", skips, scaler.scale(),
-      precision::describe(last_culprits_),
-      precision::divergence_advice(last_culprits_,
-                                   [this](const std::string& p) { return step_.recipe().computes_in_fp32(p); }));
-  if (first_activation_) result_.diagnosis += "; first non-finite activation: " + precision::describe(*first_activation_);
+  result_.diagnosis = fmt::format("{} ({} consecutive steps skipped, loss scale {:g}); non-finite gradients in {}. {}",
+                                  scaler.collapsed() ? "the loss scale collapsed to its floor" : "every step overflows",
+                                  skips, scaler.scale(), precision::describe(last_culprits_),
+                                  precision::divergence_advice(last_culprits_, [this](const std::string& p) {
+                                    return step_.recipe().computes_in_fp32(p);
+                                  }));
+  if (first_activation_)
+    result_.diagnosis += "; first non-finite activation: " + precision::describe(*first_activation_);
   parts_.sinks.events.diverged(taken.step, result_.diagnosis);
   return true;
 }
@@ -122,14 +124,16 @@ void Trainer::check_ranks_agree() {
   constexpr int64_t kFields = 5;
   const io::TrainingState& state = step_.state();
   const torch::Device device = step_.recipe().weights().values().front().device();
-  torch::Tensor rows = torch::zeros({group_.world_size(), kFields}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+  torch::Tensor rows =
+      torch::zeros({group_.world_size(), kFields}, torch::TensorOptions().dtype(torch::kDouble).device(device));
   double checksum = 0.0;
-  for (const auto& p : step_.recipe().weights().values()) checksum += p.detach().to(torch::kDouble).sum().item<double>();
-  rows[group_.rank()] = torch::tensor({state.scaler.scale, static_cast<double>(state.step),
-                                       static_cast<double>(state.applied_steps),
-                                       static_cast<double>(state.skipped_steps), checksum},
-                                      torch::kDouble)
-                            .to(device);
+  for (const auto& p : step_.recipe().weights().values())
+    checksum += p.detach().to(torch::kDouble).sum().item<double>();
+  rows[group_.rank()] =
+      torch::tensor({state.scaler.scale, static_cast<double>(state.step), static_cast<double>(state.applied_steps),
+                     static_cast<double>(state.skipped_steps), checksum},
+                    torch::kDouble)
+          .to(device);
   group_.all_reduce({rows}, "agreement check");
   rows = rows.cpu();
   const char* names[kFields] = {"loss scale", "steps", "applied steps", "skipped steps", "weight checksum"};
@@ -138,7 +142,8 @@ void Trainer::check_ranks_agree() {
       const double a = rows[0][f].item<double>(), b = rows[r][f].item<double>();
       if (a != b && result_.ranks_agree) {
         result_.ranks_agree = false;
-        result_.ranks_disagreement = fmt::format("rank {} ends with {} {:.17g}, rank 0 with {:.17g}", r, names[f], b, a);
+        result_.ranks_disagreement =
+            fmt::format("rank {} ends with {} {:.17g}, rank 0 with {:.17g}", r, names[f], b, a);
       }
     }
 }

@@ -25,7 +25,7 @@ struct TrainResult {
   int64_t steps = 0;
   int64_t skipped_steps = 0;
   std::optional<EvalMetrics> eval;
-  double train_loss = 0.0;      // over the last complete epoch (or the partial one if none completed)
+  double train_loss = 0.0;  // over the last complete epoch (or the partial one if none completed)
   double train_accuracy = 0.0;
   precision::LossScaleState scaler;
   int64_t samples_trained = 0;  // in this invocation, by all ranks together

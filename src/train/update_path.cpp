@@ -18,8 +18,11 @@ class OnePass : public UpdatePath {
  public:
   OnePass(std::unique_ptr<ops::MasterStepper> stepper, precision::Recipe& recipe, torch::nn::Module& model,
           double max_norm)
-      : stepper_(std::move(stepper)), recipe_(recipe), holders_(model.named_parameters()),
-        parameters_(holders_.values()), max_norm_(max_norm) {}
+      : stepper_(std::move(stepper)),
+        recipe_(recipe),
+        holders_(model.named_parameters()),
+        parameters_(holders_.values()),
+        max_norm_(max_norm) {}
   const char* name() const override { return "one pass"; }
   NamedTensors gradient_holders() const override { return holders_; }
   precision::FinishedBackward finish(bool) override {

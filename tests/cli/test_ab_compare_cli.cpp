@@ -43,7 +43,7 @@ TEST_CASE("ab-compare of the shipped FP32 and mixed specs PASSes, reports, and r
   // resolution B's reaching A's loss at 90% of training hung on one logged point: curves within 1e-3 of each
   // other, and B missed by 6e-4 after the fused Adam's rounding changed.
   const std::vector<std::string> args = {"ab-compare", kFp32, kMixed, "train.max_steps=400", "train.log_every_steps=5",
-                                         "--out", out};
+                                         "--out",      out};
   CommandResult first = run_mpt(args);
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
@@ -85,8 +85,8 @@ TEST_CASE("ab-compare of the shipped FP32 and mixed specs PASSes, reports, and r
 
   // Two finished run directories compare without retraining; --max-batch-budget adds each side's largest batch.
   const std::string reports = scratch_dir("ab-dirs");
-  CommandResult dirs = run_mpt({"ab-compare", a_dir, b_dir, "--out", reports, "--speed-rounds", "0",
-                                "--max-batch-budget", "200"});
+  CommandResult dirs =
+      run_mpt({"ab-compare", a_dir, b_dir, "--out", reports, "--speed-rounds", "0", "--max-batch-budget", "200"});
   INFO(dirs.output);
   CHECK(dirs.exit_code == 0);
   const nlohmann::json from_dirs = read_json(reports + "/compare.json");
@@ -118,8 +118,9 @@ TEST_CASE("a learning-rate slip in B is refused unless allowed, and then FAILs o
           "[slow][cli][compare]") {
   const std::string out = scratch_dir("ab-lr");
   const std::string planted = planted_spec(out, "lr: 0.001", "lr: 0.00001");
-  const std::vector<std::string> args = {"ab-compare", kFp32, planted, "train.max_steps=200",
-                                         "train.log_every_steps=10", "data.test_limit=2000", "--out", out + "/ab"};
+  const std::vector<std::string> args = {
+      "ab-compare",           kFp32,   planted,    "train.max_steps=200", "train.log_every_steps=10",
+      "data.test_limit=2000", "--out", out + "/ab"};
   CommandResult refused = run_mpt(args);
   INFO(refused.output);
   CHECK(refused.exit_code == 2);
@@ -144,10 +145,10 @@ TEST_CASE("a learning-rate slip in B is refused unless allowed, and then FAILs o
 
 TEST_CASE("an overflow storm in B FAILs with exit 3 and names the layer to keep in FP32", "[slow][cli][compare]") {
   const std::string out = scratch_dir("ab-storm");
-  const std::string planted = planted_spec(
-      out, "", "",
-      "debug:\n  inject_nonfinite_grad_at: [20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130]\n"
-      "  inject_nonfinite_param: hidden.0.weight\n");
+  const std::string planted =
+      planted_spec(out, "", "",
+                   "debug:\n  inject_nonfinite_grad_at: [20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130]\n"
+                   "  inject_nonfinite_param: hidden.0.weight\n");
   CommandResult run = run_mpt({"ab-compare", kFp32, planted, "train.max_steps=200", "train.log_every_steps=10",
                                "data.test_limit=2000", "--allow-diff", "debug.", "--out", out + "/ab"});
   INFO(run.output);
@@ -183,13 +184,15 @@ TEST_CASE("ab-compare usage errors exit 2 with the reason", "[fast][cli][compare
   CHECK(run_mpt({"ab-compare", kFp32}).exit_code == 2);
 }
 
-TEST_CASE("ab-compare with --repeats trains each side once per seed and reports the seed-to-seed noise", "[slow][cli][compare]") {
+TEST_CASE("ab-compare with --repeats trains each side once per seed and reports the seed-to-seed noise",
+          "[slow][cli][compare]") {
   const std::string out = scratch_dir("ab-repeats");
   CommandResult run = run_mpt({"ab-compare", kFp32, kMixed, "train.max_steps=60", "train.log_every_steps=10",
                                "data.train_limit=8192", "data.test_limit=1000", "--repeats", "2", "--out", out});
   INFO(run.output);
   CHECK((run.exit_code == 0 || run.exit_code == 3));  // the verdict is not the point here
-  for (const char* dir : {"A-mlp_fmnist_fp32", "B-mlp_fmnist_mixed", "A-mlp_fmnist_fp32-seed1", "B-mlp_fmnist_mixed-seed1"})
+  for (const char* dir :
+       {"A-mlp_fmnist_fp32", "B-mlp_fmnist_mixed", "A-mlp_fmnist_fp32-seed1", "B-mlp_fmnist_mixed-seed1"})
     CHECK(std::filesystem::exists(out + "/" + dir + "/summary.json"));
   CHECK(read_json(out + "/A-mlp_fmnist_fp32-seed1/summary.json")["steps"] == 60);
   CHECK_THAT(read_file_text(out + "/A-mlp_fmnist_fp32-seed1/config.yaml"), Catch::Contains("seed: 1"));
@@ -203,8 +206,8 @@ TEST_CASE("ab-compare with --repeats trains each side once per seed and reports 
 
 TEST_CASE("ab-compare of BF16 against FP8 PASSes and charts the FP8 scales", "[slow][cli][compare][fp8]") {
   const std::string out = scratch_dir("ab-fp8");
-  CommandResult run = run_mpt({"ab-compare", kMixed, source_path("configs/mlp_fmnist_fp8.yaml"),
-                               "train.max_steps=400", "train.log_every_steps=5", "--speed-rounds", "1", "--out", out});
+  CommandResult run = run_mpt({"ab-compare", kMixed, source_path("configs/mlp_fmnist_fp8.yaml"), "train.max_steps=400",
+                               "train.log_every_steps=5", "--speed-rounds", "1", "--out", out});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const nlohmann::json compare = read_json(out + "/compare.json");

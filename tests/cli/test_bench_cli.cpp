@@ -37,7 +37,8 @@ TEST_CASE("mpt bench measures the training step with a breakdown that adds up, F
   CHECK(r["mfu"].get<double>() < 1);
   CHECK(r["peak_memory_bytes"].get<int64_t>() > 0);
 
-  CommandResult table = run_mpt({"bench", kMixed, "--steps", "5", "--warmup", "1", "--real-data", "data.train_limit=2048"});
+  CommandResult table =
+      run_mpt({"bench", kMixed, "--steps", "5", "--warmup", "1", "--real-data", "data.train_limit=2048"});
   INFO(table.output);
   CHECK(table.exit_code == 0);
   CHECK_THAT(table.output, Catch::Contains("real data"));
@@ -49,7 +50,8 @@ TEST_CASE("mpt bench measures the training step with a breakdown that adds up, F
 }
 
 TEST_CASE("mpt bench --profile lists the ops of the step by self time", "[fast][cli][bench]") {
-  CommandResult run = run_mpt({"bench", kMixed, "--steps", "5", "--warmup", "1", "--no-peak", "--profile", "4", "--json"});
+  CommandResult run =
+      run_mpt({"bench", kMixed, "--steps", "5", "--warmup", "1", "--no-peak", "--profile", "4", "--json"});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const nlohmann::json ops = nlohmann::json::parse(run.output.substr(run.output.find('{')))["ops_per_step"];
@@ -81,13 +83,14 @@ TEST_CASE("mpt bench --loader-only measures the data loader alone", "[fast][cli]
 
 TEST_CASE("debug.slow_down sleeps that fraction of each step inside it: the planted slowdown nightly must catch",
           "[fast][cli][bench]") {
-  CommandResult run = run_mpt({"bench", kMixed, "--steps", "20", "--warmup", "2", "--json", "--no-peak",
-                               "debug.slow_down=2"});
+  CommandResult run =
+      run_mpt({"bench", kMixed, "--steps", "20", "--warmup", "2", "--json", "--no-peak", "debug.slow_down=2"});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const nlohmann::json r = nlohmann::json::parse(run.output.substr(run.output.find('{')));
   double phases = 0.0;  // the step's own work; the sleep comes after it, twice as long
-  for (const char* phase : {"data", "forward", "backward", "scaler", "optimizer"}) phases += r["breakdown_ms"][phase].get<double>();
+  for (const char* phase : {"data", "forward", "backward", "scaler", "optimizer"})
+    phases += r["breakdown_ms"][phase].get<double>();
   const double mean_step_ms = 1000.0 * 128 / r["samples_per_sec"].get<double>();
   CHECK(mean_step_ms > 2.5 * phases);
 }
@@ -105,8 +108,9 @@ TEST_CASE("mpt bench --max-batch finds the largest batch within a memory budget 
   for (const auto& trial : r["trials"]) {
     const int64_t peak = trial["peak_memory_bytes"], batch = trial["batch"];
     if (trial["precision"] == "fp32" && batch <= fp32) CHECK(peak <= 200ll << 20);  // what it kept fits
-    if (trial["precision"] == "fp32" && (peak < 0 || peak > (200ll << 20))) fp32_fail = fp32_fail ? std::min(fp32_fail, batch) : batch;
+    if (trial["precision"] == "fp32" && (peak < 0 || peak > (200ll << 20)))
+      fp32_fail = fp32_fail ? std::min(fp32_fail, batch) : batch;
   }
-  CHECK(fp32_fail > fp32);           // the next size up did not fit
+  CHECK(fp32_fail > fp32);                                // the next size up did not fit
   CHECK(fp32_fail - fp32 <= std::max<int64_t>(8, fp32));  // found to within the search's resolution
 }

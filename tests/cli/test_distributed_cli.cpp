@@ -36,9 +36,9 @@ double max_weight_difference(const std::string& a, const std::string& b) {
 TEST_CASE("two ranks of B train exactly like one process of 2B: averaged gradients, same curve", "[slow][cli][dist]") {
   // FP32 and plain SGD, so that the only difference is the order of FP32 additions in the all-reduce. Clipping
   // takes two ways to one rule: the one-pass check of one CPU process, tensor ops (as on a GPU) for the ranks.
-  const std::vector<std::string> common = {"train.max_steps=40", "train.log_every_steps=10", "optimizer.name=sgd",
-                                           "optimizer.momentum=0.9", "optimizer.lr=0.05", "data.test_limit=2000",
-                                           "train.grad_clip_norm=0.5"};
+  const std::vector<std::string> common = {
+      "train.max_steps=40", "train.log_every_steps=10", "optimizer.name=sgd",      "optimizer.momentum=0.9",
+      "optimizer.lr=0.05",  "data.test_limit=2000",     "train.grad_clip_norm=0.5"};
   const std::string one_dir = scratch_dir("dist-one"), two_dir = scratch_dir("dist-two");
   std::vector<std::string> one = {"train", kFp32, "data.batch_size=64", "--run-dir", one_dir};
   std::vector<std::string> two = {"train", kFp32, "data.batch_size=32", "--nproc", "2", "--run-dir", two_dir};
@@ -69,8 +69,8 @@ TEST_CASE("two ranks of B train exactly like one process of 2B: averaged gradien
   CHECK(norm_one.front().second > 0.5);  // the clip was in force
   CHECK(read_json(two_dir + "/summary.json")["eval"]["accuracy"].get<double>() ==
         Approx(read_json(one_dir + "/summary.json")["eval"]["accuracy"].get<double>()).margin(0.003));
-  CHECK(max_weight_difference(one_dir + "/checkpoints/step-000000040.mpt", two_dir + "/checkpoints/step-000000040.mpt") <
-        1e-4);
+  CHECK(max_weight_difference(one_dir + "/checkpoints/step-000000040.mpt",
+                              two_dir + "/checkpoints/step-000000040.mpt") < 1e-4);
   // Rank 0 alone writes the run's files.
   CHECK(metric_series(two_dir, "loss").size() == 4);
   CHECK_FALSE(std::filesystem::exists(two_dir + "/ranks"));
@@ -105,7 +105,7 @@ TEST_CASE("a rank that dies stops the job with a clear error instead of a hang",
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(run.output);
   CHECK(run.exit_code == 1);  // a documented code, not 128 + SIGKILL
-  CHECK(seconds < 60);  // the survivor learns of the death from its socket, well before the timeout
+  CHECK(seconds < 60);        // the survivor learns of the death from its socket, well before the timeout
   CHECK_THAT(run.output, Catch::Contains("rank 1 was killed by signal 9"));
   CHECK_THAT(run.output, Catch::Contains("rank 0: overflow-flag all-reduce failed: another rank has died"));
   // The run directory keeps the trace that a terminal or a lost nohup.out would not.
@@ -125,8 +125,9 @@ TEST_CASE("a rank that dies stops the job with a clear error instead of a hang",
 
 TEST_CASE("a checkpoint resumes on another world size, its data position re-sharded", "[slow][cli][dist]") {
   const std::string dir = scratch_dir("dist-resume");
-  const std::vector<std::string> spec = {"train", kMixed, "train.max_steps=9", "train.log_every_steps=1",
-                                         "data.batch_size=32", "data.test_limit=1000", "--run-dir", dir};
+  const std::vector<std::string> spec = {
+      "train",     kMixed, "train.max_steps=9", "train.log_every_steps=1", "data.batch_size=32", "data.test_limit=1000",
+      "--run-dir", dir};
   std::vector<std::string> first = spec;
   first.insert(first.end(), {"debug.stop_after_steps=3", "--nproc", "2"});
   CommandResult pair = run_mpt(first);
@@ -154,7 +155,8 @@ TEST_CASE("a checkpoint resumes on another world size, its data position re-shar
   CHECK(steps == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9});
 }
 
-TEST_CASE("launcher mistakes are one-line errors: --nproc under a launcher, an unreachable master", "[fast][cli][dist]") {
+TEST_CASE("launcher mistakes are one-line errors: --nproc under a launcher, an unreachable master",
+          "[fast][cli][dist]") {
   const std::string dir = scratch_dir("dist-errors");
   ::setenv("WORLD_SIZE", "2", 1);
   ::setenv("RANK", "1", 1);
@@ -171,9 +173,10 @@ TEST_CASE("launcher mistakes are one-line errors: --nproc under a launcher, an u
   CHECK_FALSE(std::filesystem::exists(dir + "/config.yaml"));
 }
 
-TEST_CASE("synchronised batch norm makes two ranks of B normalise exactly like one process of 2B", "[slow][cli][dist]") {
-  const std::vector<std::string> common = {"precision.mode=fp32", "train.max_steps=4", "train.log_every_steps=1",
-                                           "data.augment=false", "data.test_limit=64", "train.eval_batch_size=64"};
+TEST_CASE("synchronised batch norm makes two ranks of B normalise exactly like one process of 2B",
+          "[slow][cli][dist]") {
+  const std::vector<std::string> common = {"precision.mode=fp32", "train.max_steps=4",  "train.log_every_steps=1",
+                                           "data.augment=false",  "data.test_limit=64", "train.eval_batch_size=64"};
   const std::string resnet = source_path("configs/resnet18_fmnist_mixed.yaml");
   const std::string one_dir = scratch_dir("dist-bn-one"), sync_dir = scratch_dir("dist-bn-sync"),
                     local_dir = scratch_dir("dist-bn-local");
@@ -203,10 +206,12 @@ TEST_CASE("synchronised batch norm makes two ranks of B normalise exactly like o
   CHECK(max_weight_difference(one_dir + last, local_dir + last) > 1e-4);
 }
 
-TEST_CASE("Ctrl-C on --nproc stops every rank after the same step, with one checkpoint to resume", "[slow][cli][dist]") {
+TEST_CASE("Ctrl-C on --nproc stops every rank after the same step, with one checkpoint to resume",
+          "[slow][cli][dist]") {
   const std::string dir = scratch_dir("dist-interrupt");
-  const std::vector<std::string> args = {"train", kMixed, "train.max_steps=100000", "train.log_every_steps=1",
-                                         "data.test_limit=500", "--nproc", "2", "--run-dir", dir};
+  const std::vector<std::string> args = {
+      "train",     kMixed, "train.max_steps=100000", "train.log_every_steps=1", "data.test_limit=500", "--nproc", "2",
+      "--run-dir", dir};
   const int pid = start_mpt(args, dir + ".log");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline &&
@@ -227,9 +232,9 @@ TEST_CASE("Ctrl-C on --nproc stops every rank after the same step, with one chec
 TEST_CASE("FP8 under data parallelism: the ranks agree on each step's amaxes and train to the same weights",
           "[slow][cli][dist][fp8]") {
   const std::string dir = scratch_dir("dist-fp8");
-  CommandResult run = run_mpt({"train", source_path("configs/mlp_fmnist_fp8.yaml"), "train.max_steps=30",
-                               "train.log_every_steps=10", "data.batch_size=32", "data.test_limit=1000", "--nproc", "2",
-                               "--run-dir", dir});
+  CommandResult run =
+      run_mpt({"train", source_path("configs/mlp_fmnist_fp8.yaml"), "train.max_steps=30", "train.log_every_steps=10",
+               "data.batch_size=32", "data.test_limit=1000", "--nproc", "2", "--run-dir", dir});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const nlohmann::json summary = read_json(dir + "/summary.json");

@@ -10,7 +10,8 @@ using namespace mpt::testing;
 TEST_CASE("a run exported as safetensors or torch evaluates to its own accuracy and seeds a new run", "[slow][cli]") {
   const std::string dir = scratch_dir("cli-export");
   const std::string spec = source_path("configs/mlp_fmnist_mixed.yaml");
-  CommandResult train = run_mpt({"train", spec, "train.max_steps=60", "data.test_limit=1000", "--run-dir", dir + "/run"});
+  CommandResult train =
+      run_mpt({"train", spec, "train.max_steps=60", "data.test_limit=1000", "--run-dir", dir + "/run"});
   INFO(train.output);
   REQUIRE(train.exit_code == 0);
   const double accuracy = read_json(dir + "/run/summary.json")["eval"]["accuracy"].get<double>();

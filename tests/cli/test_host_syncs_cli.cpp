@@ -24,9 +24,12 @@ struct Case {
 std::vector<std::string> write_corpus(const std::string& dir) {
   std::filesystem::create_directories(dir + "/corpus");
   std::ofstream vocab(dir + "/vocab.txt");
-  for (const char* token : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e", "."}) vocab << token << "\n";
+  for (const char* token : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e", "."})
+    vocab << token << "\n";
   std::ofstream text(dir + "/corpus/letters.txt");
-  for (int line = 0; line < 3000; ++line) text << "a b c d e " << "edcba"[line % 5] << " .\n";
+  for (int line = 0; line < 3000; ++line)
+    text << "a b c d e "
+         << "edcba"[line % 5] << " .\n";
   return {"data.root=" + dir + "/corpus", "data.vocab=" + dir + "/vocab.txt"};
 }
 
@@ -36,19 +39,21 @@ std::vector<Case> cases(bool gpu) {
   const std::string bert = source_path("configs/bert_tiny_mlm.yaml");
   // Epochs of 4 batches, so that the runs cross epoch ends (a deliberate sync) and an injected overflow makes a
   // skipped step (its diagnosis reads the gradients: another); clipping is on everywhere.
-  const std::vector<std::string> small = {"data.train_limit=256", "data.test_limit=128", "train.max_steps=10",
-                                          "train.log_every_steps=5", "train.grad_clip_norm=1.0",
-                                          "debug.inject_nonfinite_grad_at=[3]"};
+  const std::vector<std::string> small = {"data.train_limit=256",     "data.test_limit=128",
+                                          "train.max_steps=10",       "train.log_every_steps=5",
+                                          "train.grad_clip_norm=1.0", "debug.inject_nonfinite_grad_at=[3]"};
   std::vector<Case> all = {
       {"MLP, FP32", {"train", mlp, "precision.mode=fp32", "data.batch_size=64"}},
       {"MLP, mixed", {"train", mlp, "data.batch_size=64"}},
       // RGB, so that the stem's channels-last gradient has no flat view (where the overflow is injected).
-      {"ResNet-18, mixed, augmented, RGB", {"train", resnet, "data.batch_size=64", "data.augment=true", "data.channels=3"}},
+      {"ResNet-18, mixed, augmented, RGB",
+       {"train", resnet, "data.batch_size=64", "data.augment=true", "data.channels=3"}},
       {"BERT-tiny masked-LM, mixed", {"train", bert, "data.seq_len=32", "data.batch_size=64"}},
   };
   for (const auto& o : write_corpus(scratch_dir("cli-host-syncs-text"))) all.back().args.push_back(o);
   if (gpu) {
-    all.push_back({"MLP, FP16 with dynamic loss scaling", {"train", mlp, "precision.mode=mixed_fp16", "data.batch_size=64"}});
+    all.push_back(
+        {"MLP, FP16 with dynamic loss scaling", {"train", mlp, "precision.mode=mixed_fp16", "data.batch_size=64"}});
     all.push_back({"ResNet-18, FP16, master weights",
                    {"train", resnet, "precision.mode=mixed_fp16", "precision.strategy=master_weights",
                     "data.batch_size=64", "data.channels=3"}});

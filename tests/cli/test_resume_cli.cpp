@@ -58,8 +58,10 @@ std::vector<int> session_starts(const std::string& run_dir) {
 
 }  // namespace
 
-TEST_CASE("a checkpoint whose FP8 state was tampered with is rejected naming the tensor, and the run resumes "
-          "from the checkpoint before it, and named with --resume it is a usage error", "[slow][cli][fp8]") {
+TEST_CASE(
+    "a checkpoint whose FP8 state was tampered with is rejected naming the tensor, and the run resumes "
+    "from the checkpoint before it, and named with --resume it is a usage error",
+    "[slow][cli][fp8]") {
   const std::string dir = scratch_dir("fp8-tampered"), run = dir + "/run";
   const std::vector<std::string> overrides = {"train.max_steps=6", "checkpoint.every_steps=3",
                                               "train.log_every_steps=3", "data.train_limit=4096"};
@@ -76,14 +78,21 @@ TEST_CASE("a checkpoint whose FP8 state was tampered with is rejected naming the
   CHECK(mpt::io::verify_checkpoint(newest) == "");  // the container still verifies
   fs::copy_file(newest, dir + "/tampered.mpt");
 
-  CommandResult named = run_mpt({"train", kFp8, "train.max_steps=8", "checkpoint.every_steps=3",
-                                 "train.log_every_steps=3", "data.train_limit=4096", "--run-dir", dir + "/other",
-                                 "--resume", dir + "/tampered.mpt"});
+  CommandResult named =
+      run_mpt({"train", kFp8, "train.max_steps=8", "checkpoint.every_steps=3", "train.log_every_steps=3",
+               "data.train_limit=4096", "--run-dir", dir + "/other", "--resume", dir + "/tampered.mpt"});
   CHECK(named.exit_code == 2);
-  CHECK_THAT(named.output, Catch::Contains("--resume " + dir + "/tampered.mpt: tensor 'fp8.hidden.0.input.scale' = nan"));
+  CHECK_THAT(named.output,
+             Catch::Contains("--resume " + dir + "/tampered.mpt: tensor 'fp8.hidden.0.input.scale' = nan"));
 
-  std::vector<std::string> again = {"train", kFp8, "train.max_steps=8", "checkpoint.every_steps=3",
-                                    "train.log_every_steps=3", "data.train_limit=4096", "--run-dir", run};
+  std::vector<std::string> again = {"train",
+                                    kFp8,
+                                    "train.max_steps=8",
+                                    "checkpoint.every_steps=3",
+                                    "train.log_every_steps=3",
+                                    "data.train_limit=4096",
+                                    "--run-dir",
+                                    run};
   CommandResult resumed = run_mpt(again);
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);

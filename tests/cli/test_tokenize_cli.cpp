@@ -27,14 +27,14 @@ TEST_CASE("mpt tokenize splits text as training does", "[fast][cli]") {
   CHECK(plain.exit_code == 0);
   CHECK(plain.output == "hello , world !\nuna ##ffa ##ble\n");
   const auto json = run_mpt({"tokenize", text, "--vocab", vocab, "--json"});
-  CHECK_THAT(json.output, Catch::StartsWith("{\"ids\":[7592,1010,2088,999],\"tokens\":[\"hello\",\",\",\"world\",\"!\"]}"));
+  CHECK_THAT(json.output,
+             Catch::StartsWith("{\"ids\":[7592,1010,2088,999],\"tokens\":[\"hello\",\",\",\"world\",\"!\"]}"));
   const auto piped = run_mpt_with_input(text, {"tokenize", "--vocab", vocab});
   CHECK(piped.exit_code == 0);
   CHECK(piped.output == plain.output);
 }
 
-TEST_CASE("mpt tokenize refuses what training refuses: invalid UTF-8, binary data and overlong lines",
-          "[fast][cli]") {
+TEST_CASE("mpt tokenize refuses what training refuses: invalid UTF-8, binary data and overlong lines", "[fast][cli]") {
   const std::string vocab = vocab_or_empty();
   if (vocab.empty()) MPT_SKIP("no vocabulary (scripts/setup.sh installs it)");
   const std::string dir = scratch_dir("tokenize-hostile");

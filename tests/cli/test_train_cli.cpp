@@ -18,10 +18,10 @@ const std::string kFp32 = source_path("configs/mlp_fmnist_fp32.yaml");
 
 TEST_CASE("a mixed run with injected overflows backs off, skips, and does not advance the LR", "[slow][cli]") {
   const std::string dir = scratch_dir("cli-mixed");
-  CommandResult run = run_mpt({"train", kMixed, "train.max_steps=300", "train.log_every_steps=1",
-                               "schedule.warmup_steps=100", "precision.loss_scale.growth_interval=100",
-                               "debug.inject_nonfinite_grad_at=[50, 120]", "checkpoint.every_steps=100",
-                               "data.test_limit=2000", "--run-dir", dir});
+  CommandResult run =
+      run_mpt({"train", kMixed, "train.max_steps=300", "train.log_every_steps=1", "schedule.warmup_steps=100",
+               "precision.loss_scale.growth_interval=100", "debug.inject_nonfinite_grad_at=[50, 120]",
+               "checkpoint.every_steps=100", "data.test_limit=2000", "--run-dir", dir});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   for (const char* file : {"config.yaml", "train.log", "metrics.jsonl", "events.jsonl", "summary.json"})
@@ -51,7 +51,8 @@ TEST_CASE("a mixed run with injected overflows backs off, skips, and does not ad
   std::vector<std::pair<std::string, int64_t>> scale_events;
   for (const auto& e : read_jsonl(dir + "/events.jsonl")) {
     std::string kind = e["kind"];
-    if (kind == "skip" || kind == "backoff" || kind == "growth") scale_events.emplace_back(kind, e["step"].get<int64_t>());
+    if (kind == "skip" || kind == "backoff" || kind == "growth")
+      scale_events.emplace_back(kind, e["step"].get<int64_t>());
     if (kind == "backoff" && e["step"] == 50) {
       CHECK(e["old_scale"] == 32768.0);
       CHECK(e["new_scale"] == 16384.0);
@@ -80,10 +81,10 @@ TEST_CASE("master_weights trains, skips an overflow in a BF16 gradient and names
   // On one CPU process this strategy steps in one pass over the model's BF16 gradients (ops::step_masters):
   // the overflow check, the culprit search and the injection all work on those gradients.
   const std::string dir = scratch_dir("cli-master-weights");
-  CommandResult run = run_mpt({"train", kMixed, "precision.strategy=master_weights", "train.max_steps=300",
-                               "precision.loss_scale.init=1024", "debug.inject_nonfinite_grad_at=[40]",
-                               "debug.inject_nonfinite_param=hidden.0.weight", "data.test_limit=2000",
-                               "--run-dir", dir});
+  CommandResult run =
+      run_mpt({"train", kMixed, "precision.strategy=master_weights", "train.max_steps=300",
+               "precision.loss_scale.init=1024", "debug.inject_nonfinite_grad_at=[40]",
+               "debug.inject_nonfinite_param=hidden.0.weight", "data.test_limit=2000", "--run-dir", dir});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   nlohmann::json summary = read_json(dir + "/summary.json");
@@ -184,8 +185,8 @@ TEST_CASE("bad input is a one-line error with exit code 2", "[fast][cli]") {
 
 TEST_CASE("broken data files fail with the file and offset, not a crash", "[fast][cli]") {
   const std::string dir = scratch_dir("cli-data");
-  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                           "t10k-labels-idx1-ubyte"})
+  for (const char* name :
+       {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
     std::filesystem::copy_file(kFashionMnistRoot + "/" + name + ".gz", dir + "/" + name + ".gz");
   std::filesystem::resize_file(dir + "/train-images-idx3-ubyte.gz", 100000);
   CommandResult run = run_mpt({"train", kFp32, "data.root=" + dir, "--run-dir", dir + "/run"});
@@ -243,8 +244,8 @@ TEST_CASE("mpt inspect reports parameters per module and FLOPs", "[fast][cli]") 
   CommandResult resnet = run_mpt({"inspect", kFp32, "model.name=resnet18", "model.small_input=true"});
   CHECK(resnet.exit_code == 0);
   CHECK_THAT(resnet.output, Catch::Contains("layer4") && Catch::Contains("11172810 parameters"));
-  CommandResult imagenet_style = run_mpt({"inspect", kFp32, "model.name=resnet50", "data.channels=3",
-                                          "data.image_size=224", "--json"});
+  CommandResult imagenet_style =
+      run_mpt({"inspect", kFp32, "model.name=resnet50", "data.channels=3", "data.image_size=224", "--json"});
   REQUIRE(imagenet_style.exit_code == 0);
   nlohmann::json resnet50 = nlohmann::json::parse(imagenet_style.output);
   CHECK(resnet50["total_parameters"] == 25557032 - (2048 * 1000 + 1000) + (2048 * 10 + 10));  // 10-class fc
@@ -288,8 +289,10 @@ TEST_CASE("a run refused before its first step leaves no run directory behind", 
   CHECK_FALSE(std::filesystem::exists(run_dir));
 }
 
-TEST_CASE("precision.mode fp8 trains the MLP with its hidden layer in FP8: scale events, scales in the metrics, "
-          "inspect names the layers", "[slow][cli][fp8]") {
+TEST_CASE(
+    "precision.mode fp8 trains the MLP with its hidden layer in FP8: scale events, scales in the metrics, "
+    "inspect names the layers",
+    "[slow][cli][fp8]") {
   const std::string dir = scratch_dir("fp8-train"), run = dir + "/run";
   CommandResult train = run_mpt({"train", source_path("configs/mlp_fmnist_fp8.yaml"), "train.max_steps=200",
                                  "train.log_every_steps=50", "--run-dir", run});
@@ -308,7 +311,8 @@ TEST_CASE("precision.mode fp8 trains the MLP with its hidden layer in FP8: scale
   CHECK(scale_events >= 3);  // the input's, the weight's and the output gradient's first scales
   bool scales_logged = false;
   for (const auto& line : read_jsonl(run + "/metrics.jsonl"))
-    if (line["kind"] == "train" && line.contains("fp8")) scales_logged = line["fp8"]["weight_scale"][0].get<double>() > 1;
+    if (line["kind"] == "train" && line.contains("fp8"))
+      scales_logged = line["fp8"]["weight_scale"][0].get<double>() > 1;
   CHECK(scales_logged);
   // An export holds the weights, not the FP8 scaling state.
   const std::string exported = dir + "/model.safetensors";

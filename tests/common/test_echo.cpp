@@ -12,7 +12,8 @@ TEST_CASE("echo escapes terminal control sequences and stray bytes, and keeps re
   // OSC (set the title, ended by BEL) and CSI (clear the screen): not one raw ESC or BEL survives.
   const std::string hostile = "\x1b]0;owned\x07\x1b[2J\r\n\t\x7f";
   CHECK(echo(hostile) == "\\x1b]0;owned\\x07\\x1b[2J\\r\\n\\t\\x7f");
-  CHECK(echo("\xc2\x9b" "31m") == "\\u009b31m");  // C1 CSI, as UTF-8
+  CHECK(echo("\xc2\x9b"
+             "31m") == "\\u009b31m");                // C1 CSI, as UTF-8
   CHECK(echo("\xff\xfe\xc3") == "\\xff\\xfe\\xc3");  // not UTF-8: each byte shown
 }
 

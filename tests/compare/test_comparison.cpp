@@ -63,7 +63,7 @@ TEST_CASE("equal runs within the accuracy bar PASS and report the speed-up", "[f
   REQUIRE(c.a.steps_to_target.has_value());
   REQUIRE(c.b.steps_to_target.has_value());
   CHECK(*c.a.steps_to_target == *c.b.steps_to_target);
-  CHECK(*c.a.steps_to_target >= 800);  // the target is A's own smoothed loss at 90% of training
+  CHECK(*c.a.steps_to_target >= 800);                      // the target is A's own smoothed loss at 90% of training
   CHECK(*c.b.seconds_to_target < *c.a.seconds_to_target);  // same steps, faster steps
   CHECK(c.a.roughness == Approx(c.b.roughness));
 }
@@ -82,7 +82,8 @@ TEST_CASE("interleaved timing rounds replace the runs' means in the speed-up, wi
   CHECK(to_json(c)["speed"]["round_ratios"].size() == 3);
 }
 
-TEST_CASE("an accuracy drop beyond the bar FAILs with exit code 3, and a gain beyond it is only noted", "[fast][compare]") {
+TEST_CASE("an accuracy drop beyond the bar FAILs with exit code 3, and a gain beyond it is only noted",
+          "[fast][compare]") {
   Comparison drop = compare_runs({synthetic_run("fp32", 0.90, 1)}, {synthetic_run("mixed", 0.89, 1)}, {});
   CHECK(drop.verdict == Verdict::kFail);
   CHECK(verdict_exit_code(drop.verdict) == 3);
@@ -141,8 +142,9 @@ TEST_CASE("a diverged candidate FAILs, and a baseline that did not finish is a f
 }
 
 TEST_CASE("repeats: means over seeds and the pooled seed-to-seed noise", "[fast][compare]") {
-  Comparison c = compare_runs({synthetic_run("a", 0.90, 1), synthetic_run("a", 0.91, 1), synthetic_run("a", 0.89, 1)},
-                              {synthetic_run("b", 0.90, 1), synthetic_run("b", 0.90, 1), synthetic_run("b", 0.90, 1)}, {});
+  Comparison c =
+      compare_runs({synthetic_run("a", 0.90, 1), synthetic_run("a", 0.91, 1), synthetic_run("a", 0.89, 1)},
+                   {synthetic_run("b", 0.90, 1), synthetic_run("b", 0.90, 1), synthetic_run("b", 0.90, 1)}, {});
   CHECK(c.repeats == 3);
   CHECK(c.a.accuracy == Approx(0.90));
   CHECK(c.a.accuracy_stddev == Approx(0.01));
@@ -155,7 +157,8 @@ TEST_CASE("compare.json, compare.md and report.html carry the verdict, every num
           "[fast][compare]") {
   RunRecord a = synthetic_run("fp32 <base>", 0.9012, 30000);
   RunRecord b = synthetic_run("mixed & fast", 0.8991, 54000);
-  b.summary["loss_scale"] = {{"mode", "dynamic"}, {"final", 65536.0}, {"min", 16384.0}, {"backoffs", 1}, {"growths", 2}};
+  b.summary["loss_scale"] = {
+      {"mode", "dynamic"}, {"final", 65536.0}, {"min", 16384.0}, {"backoffs", 1}, {"growths", 2}};
   b.scale_events = {{300, "backoff", 16384.0}, {500, "growth", 32768.0}};
   Comparison c = compare_runs({a}, {b}, {});
   c.allowed_differences = {"optimizer.lr: 0.001 in A, 0.002 in B"};
@@ -190,16 +193,24 @@ TEST_CASE("compare.json, compare.md and report.html carry the verdict, every num
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // nothing fetched from elsewhere
 }
 
-TEST_CASE("the memory answer is the training steps' peak, with evaluation, checkpoint and process peaks shown apart, "
-          "and the max-batch row once measured", "[fast][compare]") {
+TEST_CASE(
+    "the memory answer is the training steps' peak, with evaluation, checkpoint and process peaks shown apart, "
+    "and the max-batch row once measured",
+    "[fast][compare]") {
   RunRecord fp32 = synthetic_run("fp32", 0.9, 30000), mixed = synthetic_run("mixed", 0.9, 30000);
   // Evaluation and the checkpoint write need more than training, and about the same on both sides.
   fp32.summary["peak_memory_bytes"] = 876 << 20;
-  fp32.summary["memory"] = {{"kind", "RSS"}, {"training_peak_bytes", 876 << 20}, {"evaluation_peak_bytes", 1400 << 20},
-                            {"checkpoint_peak_bytes", 1453 << 20}, {"process_peak_bytes", 1800 << 20}};
+  fp32.summary["memory"] = {{"kind", "RSS"},
+                            {"training_peak_bytes", 876 << 20},
+                            {"evaluation_peak_bytes", 1400 << 20},
+                            {"checkpoint_peak_bytes", 1453 << 20},
+                            {"process_peak_bytes", 1800 << 20}};
   mixed.summary["peak_memory_bytes"] = 696 << 20;
-  mixed.summary["memory"] = {{"kind", "RSS"}, {"training_peak_bytes", 696 << 20}, {"evaluation_peak_bytes", 1410 << 20},
-                             {"checkpoint_peak_bytes", 1460 << 20}, {"process_peak_bytes", 1810 << 20}};
+  mixed.summary["memory"] = {{"kind", "RSS"},
+                             {"training_peak_bytes", 696 << 20},
+                             {"evaluation_peak_bytes", 1410 << 20},
+                             {"checkpoint_peak_bytes", 1460 << 20},
+                             {"process_peak_bytes", 1810 << 20}};
   Comparison c = compare_runs({fp32}, {mixed}, {});
   CHECK(c.memory_ratio == Approx(696.0 / 876.0));
   CHECK(c.b.checkpoint_peak_bytes == Approx(1460.0 * (1 << 20)));

@@ -47,9 +47,8 @@ TEST_CASE("the names PyTorch and Hugging Face users bring point at mpt's keys", 
   CHECK_THAT(error_of("train:\n  num_epochs: 3\n"), Catch::Contains("did you mean 'train.epochs'?"));
   CHECK_THAT(error_of("train:\n  max_grad_norm: 1.0\n"), Catch::Contains("did you mean 'train.grad_clip_norm'?"));
   for (const char* name : {"learning_rate", "num_epochs", "num_train_epochs", "max_grad_norm", "clip_grad_norm",
-                           "gradient_accumulation_steps", "accumulate_grad_batches", "num_warmup_steps",
-                           "lr_scheduler", "per_device_train_batch_size", "num_workers", "amp", "fp16", "bf16",
-                           "init_scale"}) {
+                           "gradient_accumulation_steps", "accumulate_grad_batches", "num_warmup_steps", "lr_scheduler",
+                           "per_device_train_batch_size", "num_workers", "amp", "fp16", "bf16", "init_scale"}) {
     const std::string suggestion = mpt::config::closest_key(std::string("x.") + name);
     INFO(name << " -> " << suggestion);
     CHECK(mpt::config::find_key(suggestion) != nullptr);  // every alias names a real key
@@ -80,9 +79,9 @@ TEST_CASE("YAML syntax errors give line and column", "[fast][config]") {
 }
 
 TEST_CASE("overrides set typed values and are checked like the file", "[fast][config]") {
-  auto spec = parse_spec("optimizer:\n  lr: 0.01\n", "exp.yaml",
-                         {"optimizer.lr=3e-4", "train.epochs=1", "debug.inject_nonfinite_grad_at=[5, 10]",
-                          "precision.mode=mixed"});
+  auto spec = parse_spec(
+      "optimizer:\n  lr: 0.01\n", "exp.yaml",
+      {"optimizer.lr=3e-4", "train.epochs=1", "debug.inject_nonfinite_grad_at=[5, 10]", "precision.mode=mixed"});
   CHECK(spec.get_float("optimizer.lr") == Approx(3e-4));
   CHECK(spec.origin("optimizer.lr") == "override");
   CHECK(spec.get_int("train.epochs") == 1);
@@ -137,8 +136,7 @@ TEST_CASE("a missing spec file is a usage error naming the file", "[fast][config
   }
 }
 
-TEST_CASE("an override's error escapes control characters and echoes a huge value once, cut short",
-          "[fast][config]") {
+TEST_CASE("an override's error escapes control characters and echoes a huge value once, cut short", "[fast][config]") {
   const std::string title = error_of("", {"optimizer.lr=\x1b]0;owned\x07\x1b[2J"});
   CHECK(title.find('\x1b') == std::string::npos);
   CHECK(title.find('\x07') == std::string::npos);
@@ -174,6 +172,6 @@ TEST_CASE("loss scales beyond FP32's range are refused up front, as GradScaler r
     CHECK_THAT(message, Catch::Contains(key));
     CHECK_THAT(message, Catch::Contains("<= 3.40282e+38 (FP32's largest finite value)"));
   }
-  CHECK(parse_spec("", "exp.yaml", {"precision.loss_scale.max_scale=3.4e38"}).get_float("precision.loss_scale.max_scale") ==
-        3.4e38);
+  CHECK(parse_spec("", "exp.yaml", {"precision.loss_scale.max_scale=3.4e38"})
+            .get_float("precision.loss_scale.max_scale") == 3.4e38);
 }

@@ -62,7 +62,8 @@ TEST_CASE("broken IDX bytes give the byte offset and what was expected", "[fast]
   CHECK_THAT(message_of({0x1f, 0x8b, 8, 0}, 3),
              Catch::Contains("f.idx: byte 0: expected IDX magic 00 00 08 03") && Catch::Contains("found 1f 8b 08 00"));
   CHECK_THAT(message_of(idx_bytes({2, 3}, 6), 3), Catch::Contains("byte 0: expected IDX magic 00 00 08 03"));
-  CHECK_THAT(message_of(idx_bytes({2, 3}, 5), 2), Catch::Contains("promises 6 values") && Catch::Contains("(truncated)"));
+  CHECK_THAT(message_of(idx_bytes({2, 3}, 5), 2),
+             Catch::Contains("promises 6 values") && Catch::Contains("(truncated)"));
   CHECK_THAT(message_of(idx_bytes({2, 3}, 7), 2), Catch::Contains("(trailing bytes)"));
   CHECK_THAT(message_of({0, 0, 8, 2, 0, 0}, 2), Catch::Contains("truncated header"));
   CHECK_THAT(message_of({0, 0}, 1), Catch::Contains("only 2 bytes"));

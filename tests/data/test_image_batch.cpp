@@ -21,7 +21,8 @@ Delivery finished_on_device() { return {torch::kCPU, /*finish_on_device=*/true, 
 
 }  // namespace
 
-TEST_CASE("batches finished on the device equal the host's bit for bit, resized, augmented and widened", "[fast][data]") {
+TEST_CASE("batches finished on the device equal the host's bit for bit, resized, augmented and widened",
+          "[fast][data]") {
   torch::manual_seed(3);
   Dataset grayscale = random_images(40, 1, 12);  // Fashion-MNIST's case: resized and replicated to RGB
   grayscale.mean = {0.29f};
@@ -73,7 +74,8 @@ TEST_CASE("crops and flips are the padded image's windows, mirrored where drawn"
 TEST_CASE("pixels are gathered as they are, and bad indices and statistics are named", "[fast][data]") {
   Dataset dataset = random_images(10, 3, 4);
   const torch::Tensor indices = torch::tensor(std::vector<int64_t>{7, 0, 7, 3});
-  CHECK(torch::equal(gather_pixels(dataset.images, indices, /*pinned=*/false), dataset.images.index_select(0, indices)));
+  CHECK(
+      torch::equal(gather_pixels(dataset.images, indices, /*pinned=*/false), dataset.images.index_select(0, indices)));
   CHECK_THROWS_WITH(gather_pixels(dataset.images, torch::tensor(std::vector<int64_t>{10}), false),
                     Catch::Contains("sample index out of range"));
   CHECK_THROWS_WITH(normalise_pixels(dataset.images, {0.5f, 0.5f}, {0.2f}), Catch::Contains("one per image channel"));

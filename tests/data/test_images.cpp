@@ -59,8 +59,10 @@ std::string make_image_folder(const std::string& name) {
       const int count = std::string(split) == "train" ? 6 : 2;
       const uint8_t value = std::string(label) == "cat" ? 40 : 200;
       for (int i = 0; i < count; ++i) {
-        if (i % 2) write_png(folder + "/" + std::to_string(i) + ".png", 40 + 7 * i, 30 + 5 * i, value);
-        else write_jpeg(folder + "/" + std::to_string(i) + ".JPG", 50 + 3 * i, 60, value);
+        if (i % 2)
+          write_png(folder + "/" + std::to_string(i) + ".png", 40 + 7 * i, 30 + 5 * i, value);
+        else
+          write_jpeg(folder + "/" + std::to_string(i) + ".JPG", 50 + 3 * i, 60, value);
       }
       std::ofstream(folder + "/notes.txt") << "not an image\n";
     }
@@ -97,7 +99,8 @@ TEST_CASE("CIFAR-10 records: label byte then R, G, B planes, and malformed files
   write_cifar(root + "/test_batch.bin", 2, 12);
   CHECK_THROWS_WITH(load_cifar10(config, "test", 0), Catch::Contains("test_batch.bin: byte offset 0: label 12"));
   std::ofstream(root + "/test_batch.bin", std::ios::binary) << std::string(3000, '\0');
-  CHECK_THROWS_WITH(load_cifar10(config, "test", 0), Catch::Contains("3000 bytes is not a whole number of 3,073-byte records"));
+  CHECK_THROWS_WITH(load_cifar10(config, "test", 0),
+                    Catch::Contains("3000 bytes is not a whole number of 3,073-byte records"));
 }
 
 TEST_CASE("JPEG and PNG decode to RGB (3, H, W), and anything else names the file", "[fast][data]") {
@@ -117,8 +120,7 @@ TEST_CASE("JPEG and PNG decode to RGB (3, H, W), and anything else names the fil
   CHECK_THROWS_WITH(decode_image(dir + "/d.jpg"), Catch::Contains("d.jpg: corrupt JPEG"));
 }
 
-TEST_CASE("an image folder lists classes, decodes batches on workers, and augments deterministically",
-          "[fast][data]") {
+TEST_CASE("an image folder lists classes, decodes batches on workers, and augments deterministically", "[fast][data]") {
   const std::string root = make_image_folder("image-folder");
   DataConfig config;
   config.name = "image_folder";
@@ -183,7 +185,9 @@ TEST_CASE("mpt train runs a ResNet on an image folder end to end", "[slow][cli]"
   const std::string root = make_image_folder("image-folder-cli");
   const std::string spec = root + "/spec.yaml";
   std::ofstream(spec) << "model: {name: resnet18, small_input: true}\n"
-                         "data: {name: image_folder, root: " << root << ", image_size: 32, batch_size: 4, augment: true}\n"
+                         "data: {name: image_folder, root: "
+                      << root
+                      << ", image_size: 32, batch_size: 4, augment: true}\n"
                          "precision: {mode: mixed}\n"
                          "optimizer: {name: sgd, lr: 0.01, momentum: 0.9}\n"
                          "train: {max_steps: 4, log_every_steps: 1}\n";

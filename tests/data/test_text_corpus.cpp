@@ -119,7 +119,8 @@ TEST_CASE("masked-LM batches carry their target positions, found on the host", "
   dataset.tokens = torch::randint(1000, 5000, {32, 16}, torch::kInt);
   dataset.masked_lm = MaskedLmConfig{0.15, 103, 5000, {0, 101, 102}};
   // As a GPU run delivers them (prefetched, finished on the device), asked for on the CPU.
-  BatchLoader loader(dataset, 8, /*shuffle=*/true, /*seed=*/5, /*drop_last=*/true, {}, Delivery{torch::kCPU, true, true});
+  BatchLoader loader(dataset, 8, /*shuffle=*/true, /*seed=*/5, /*drop_last=*/true, {},
+                     Delivery{torch::kCPU, true, true});
   for (int i = 0; i < 5; ++i) {
     const Batch batch = loader.next();
     REQUIRE(batch.target_positions.defined());
@@ -153,10 +154,12 @@ TEST_CASE("labelled text: LABEL<TAB>TEXT lines become [CLS] ... [SEP] rows with 
   std::ofstream(dir + "/test.tsv") << "neutral\tc\n";
   CHECK_THROWS_WITH(load_text_classification(config, "test", 0), Catch::Contains("label 'neutral' does not occur"));
   std::ofstream(dir + "/test.tsv") << "neg\tfine\nno tab here\n";
-  CHECK_THROWS_WITH(load_text_classification(config, "test", 0), Catch::Contains("test.tsv:2: expected LABEL<TAB>TEXT"));
+  CHECK_THROWS_WITH(load_text_classification(config, "test", 0),
+                    Catch::Contains("test.tsv:2: expected LABEL<TAB>TEXT"));
 }
 
-TEST_CASE("synthetic text batches take the spec's task: labels for classification, masks for masked-LM", "[fast][data]") {
+TEST_CASE("synthetic text batches take the spec's task: labels for classification, masks for masked-LM",
+          "[fast][data]") {
   const std::string dir = mpt::testing::scratch_dir("synthetic_text");
   const std::string vocab = write_vocab(dir);
   std::ofstream(dir + "/train.tsv") << "pos\ta b c\nneg\td e\nmid\te\n";

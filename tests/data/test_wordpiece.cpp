@@ -29,21 +29,22 @@ std::string write_file(const std::string& dir, const std::string& name, const st
 }  // namespace
 
 TEST_CASE("WordPiece splits greedily, longest match first, with ## continuations", "[fast][data]") {
-  // The example of BERT's tokenization.py docstring.
-  WordPieceTokenizer tokenizer(Vocabulary::from_tokens({"[PAD]", "[UNK]", "un", "##aff", "##able", "runn", "##ing",
-                                                        ",", "want", "##want", "##ed", "wa"}),
+  // The example in the docstring of Google BERT's WordPiece tokenizer.
+  WordPieceTokenizer tokenizer(Vocabulary::from_tokens({"[PAD]", "[UNK]", "un", "##aff", "##able", "runn", "##ing", ",",
+                                                        "want", "##want", "##ed", "wa"}),
                                /*lowercase=*/true);
   CHECK(tokenizer.tokenize("unaffable") == Tokens{"un", "##aff", "##able"});
   CHECK(tokenizer.tokenize("UNwant\u00E9d,running") == Tokens{"un", "##want", "##ed", ",", "runn", "##ing"});
   CHECK(tokenizer.tokenize("xyz unaffable") == Tokens{"[UNK]", "un", "##aff", "##able"});  // no piece fits
-  CHECK(tokenizer.tokenize(std::string(101, 'a')) == Tokens{"[UNK]"});  // longer than 100 characters
+  CHECK(tokenizer.tokenize(std::string(101, 'a')) == Tokens{"[UNK]"});                     // longer than 100 characters
 }
 
 TEST_CASE("the basic stage cleans, lower-cases, strips accents and splits punctuation and CJK", "[fast][data]") {
   WordPieceTokenizer tokenizer(Vocabulary::from_tokens({"[UNK]"}), /*lowercase=*/true);
   CHECK(tokenizer.basic_words(" \tHeLLo!how  \n Are yoU?  ") == Tokens{"hello", "!", "how", "are", "you", "?"});
   CHECK(tokenizer.basic_words("H\u00E4ll\u00F3 na\u00EFve") == Tokens{"hallo", "naive"});
-  CHECK(tokenizer.basic_words("a\x08" "b\x01 c\u200Bd") == Tokens{"ab", "cd"});  // control and format characters
+  CHECK(tokenizer.basic_words("a\x08"
+                              "b\x01 c\u200Bd") == Tokens{"ab", "cd"});  // control and format characters
   CHECK(tokenizer.basic_words("ab\u4E2D\u6587cd") == Tokens{"ab", "\u4E2D", "\u6587", "cd"});
   CHECK(tokenizer.basic_words("$5^2`x") == Tokens{"$", "5", "^", "2", "`", "x"});  // ASCII symbols are punctuation
   CHECK(tokenizer.basic_words("ok\xFF\xFEgo") == Tokens{"okgo"});  // invalid bytes are dropped like U+FFFD
@@ -78,6 +79,6 @@ TEST_CASE("malformed vocabularies and text are rejected with file, line or byte 
   CHECK_THROWS_WITH(WordPieceTokenizer(Vocabulary::from_tokens({"a"}), true), Catch::Contains("has no [UNK]"));
   CHECK(first_invalid_utf8("plain") == -1);
   CHECK(first_invalid_utf8("ab\xFF") == 2);
-  CHECK(first_invalid_utf8("\xC3\x28") == 0);   // a lead byte without its continuation
+  CHECK(first_invalid_utf8("\xC3\x28") == 0);        // a lead byte without its continuation
   CHECK(first_invalid_utf8("\u00E9\xE2\x82") == 2);  // a truncated 3-byte sequence after a valid 2-byte one
 }

@@ -32,11 +32,15 @@ std::string error_of(const std::map<std::string, std::string>& variables) {
 
 TEST_CASE("torchrun's and Slurm's variables place a process in its job", "[fast][dist]") {
   CHECK_FALSE(launch_with({}));
-  CHECK_FALSE(launch_with({{"WORLD_SIZE", "1"}, {"RANK", "0"}}));     // a job of one is no job
+  CHECK_FALSE(launch_with({{"WORLD_SIZE", "1"}, {"RANK", "0"}}));            // a job of one is no job
   CHECK_FALSE(launch_with({{"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}}));  // a plain sbatch script
 
-  const auto torchrun = launch_with({{"WORLD_SIZE", "4"}, {"RANK", "3"}, {"LOCAL_RANK", "1"},
-                                     {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "1234"}});
+  const auto torchrun = launch_with({{"WORLD_SIZE", "4"},
+                                     {"RANK", "3"},
+                                     {"LOCAL_RANK", "1"},
+                                     {"LOCAL_WORLD_SIZE", "2"},
+                                     {"MASTER_ADDR", "node0"},
+                                     {"MASTER_PORT", "1234"}});
   REQUIRE(torchrun);
   CHECK(torchrun->rank == 3);
   CHECK(torchrun->world_size == 4);
@@ -45,13 +49,16 @@ TEST_CASE("torchrun's and Slurm's variables place a process in its job", "[fast]
   CHECK(torchrun->master_addr == "node0");
   CHECK(torchrun->master_port == 1234);
   CHECK_FALSE(torchrun->launcher_hosts_store);
-  const auto elastic = launch_with({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "a"},
-                                    {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  const auto elastic =
+      launch_with({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "a"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
   REQUIRE(elastic);
   CHECK(elastic->launcher_hosts_store);  // rank 0 must not bind the port torchrun's agent serves
 
-  const auto slurm = launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"},
-                                  {"SLURM_NTASKS_PER_NODE", "4"}, {"MASTER_ADDR", "gpu17"}});
+  const auto slurm = launch_with({{"SLURM_NTASKS", "8"},
+                                  {"SLURM_PROCID", "5"},
+                                  {"SLURM_LOCALID", "1"},
+                                  {"SLURM_NTASKS_PER_NODE", "4"},
+                                  {"MASTER_ADDR", "gpu17"}});
   REQUIRE(slurm);
   CHECK(slurm->rank == 5);
   CHECK(slurm->world_size == 8);
@@ -61,16 +68,22 @@ TEST_CASE("torchrun's and Slurm's variables place a process in its job", "[fast]
   CHECK(slurm->launcher == "Slurm");
 
   // Without --ntasks-per-node: this node's share of the step's tasks, so threads divide the node's cores.
-  const auto uneven = launch_with({{"SLURM_NTASKS", "7"}, {"SLURM_PROCID", "6"}, {"SLURM_NODEID", "2"},
-                                   {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"}, {"MASTER_ADDR", "n0"}});
+  const auto uneven = launch_with({{"SLURM_NTASKS", "7"},
+                                   {"SLURM_PROCID", "6"},
+                                   {"SLURM_NODEID", "2"},
+                                   {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"},
+                                   {"MASTER_ADDR", "n0"}});
   REQUIRE(uneven);
   CHECK(uneven->local_world_size == 1);
-  const auto spread = launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "0"}, {"SLURM_NODEID", "0"},
-                                   {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"MASTER_ADDR", "n0"}});
+  const auto spread = launch_with({{"SLURM_NTASKS", "8"},
+                                   {"SLURM_PROCID", "0"},
+                                   {"SLURM_NODEID", "0"},
+                                   {"SLURM_TASKS_PER_NODE", "4(x2)"},
+                                   {"MASTER_ADDR", "n0"}});
   REQUIRE(spread);
   CHECK(spread->local_world_size == 4);
-  const auto nodes_only = launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "0"}, {"SLURM_NNODES", "2"},
-                                       {"MASTER_ADDR", "n0"}});
+  const auto nodes_only =
+      launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "0"}, {"SLURM_NNODES", "2"}, {"MASTER_ADDR", "n0"}});
   REQUIRE(nodes_only);
   CHECK(nodes_only->local_world_size == 4);
 }
@@ -78,7 +91,8 @@ TEST_CASE("torchrun's and Slurm's variables place a process in its job", "[fast]
 TEST_CASE("an incomplete or inconsistent launch environment is a clear error", "[fast][dist]") {
   CHECK(error_of({{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}}) ==
         "RANK is not set; WORLD_SIZE=2 asks for a distributed job");
-  CHECK(error_of({{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_ADDR", "a"}}) == "RANK=2: expected an integer in [0, 1]");
+  CHECK(error_of({{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_ADDR", "a"}}) ==
+        "RANK=2: expected an integer in [0, 1]");
   CHECK(error_of({{"WORLD_SIZE", "two"}}) == "WORLD_SIZE=two: expected an integer in [1, 1048576]");
   CHECK(error_of({{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "70000"}}) ==
         "MASTER_PORT=70000: expected an integer in [1, 65535]");

@@ -12,10 +12,10 @@ TEST_CASE("on CUDA mixed_fp16 training backs off on real overflows, grows, and c
   if (!torch::cuda::is_available()) MPT_SKIP("no CUDA device visible");
   const std::string dir = scratch_dir("gpu-fp16");
   // A scale of 2^30 overflows FP16 gradients at once: the first steps back off for real.
-  const CommandResult run = run_mpt({"train", source_path("configs/mlp_fmnist_mixed.yaml"), "device.type=cuda",
-                                     "precision.mode=mixed_fp16", "precision.loss_scale.init=1073741824",
-                                     "precision.loss_scale.growth_interval=100", "train.max_steps=600",
-                                     "data.test_limit=2000", "--run-dir", dir});
+  const CommandResult run =
+      run_mpt({"train", source_path("configs/mlp_fmnist_mixed.yaml"), "device.type=cuda", "precision.mode=mixed_fp16",
+               "precision.loss_scale.init=1073741824", "precision.loss_scale.growth_interval=100",
+               "train.max_steps=600", "data.test_limit=2000", "--run-dir", dir});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const nlohmann::json summary = read_json(dir + "/summary.json");
@@ -30,9 +30,9 @@ TEST_CASE("on CUDA mixed_fp16 training backs off on real overflows, grows, and c
 TEST_CASE("on CUDA mixed_bf16 training completes without skipped steps", "[slow][gpu]") {
   if (!torch::cuda::is_available()) MPT_SKIP("no CUDA device visible");
   const std::string dir = scratch_dir("gpu-bf16");
-  const CommandResult run = run_mpt({"train", source_path("configs/resnet18_fmnist_mixed.yaml"), "device.type=cuda",
-                                     "precision.mode=mixed_bf16", "train.max_steps=100", "data.test_limit=2000",
-                                     "--run-dir", dir});
+  const CommandResult run =
+      run_mpt({"train", source_path("configs/resnet18_fmnist_mixed.yaml"), "device.type=cuda",
+               "precision.mode=mixed_bf16", "train.max_steps=100", "data.test_limit=2000", "--run-dir", dir});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const nlohmann::json summary = read_json(dir + "/summary.json");

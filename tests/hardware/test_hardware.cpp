@@ -20,8 +20,7 @@ TEST_CASE("under tcmalloc, start-up sets the release rate to 0 unless TCMALLOC_R
   using GetRate = double (*)(void*);
   using Instance = void* (*)();
   auto instance = reinterpret_cast<Instance>(dlsym(RTLD_DEFAULT, "_ZN15MallocExtension8instanceEv"));
-  auto get_rate =
-      reinterpret_cast<GetRate>(dlsym(RTLD_DEFAULT, "_ZN22TCMallocImplementation20GetMemoryReleaseRateEv"));
+  auto get_rate = reinterpret_cast<GetRate>(dlsym(RTLD_DEFAULT, "_ZN22TCMallocImplementation20GetMemoryReleaseRateEv"));
   REQUIRE(instance);  // the symbols the setting reaches through (gperftools' libtcmalloc_minimal.so.4)
   REQUIRE(get_rate);
   const char* from_environment = std::getenv("TCMALLOC_RELEASE_RATE");

@@ -23,9 +23,7 @@ struct Resident {
 TEST_CASE("each phase keeps its own peak, and the process peak covers them all", "[fast][device][memory]") {
   MemoryPeaks peaks(torch::kCPU);
   CHECK(peaks.kind() == "CPU tensors");
-  {
-    const Resident training(48);
-  }
+  { const Resident training(48); }
   {
     const MemoryPhaseScope evaluation(&peaks, MemoryPhase::kEvaluation);
     const Resident big(192);

@@ -19,7 +19,8 @@ TEST_CASE("after a resume TensorBoard shows each step once, from the resumed run
     resumed.restart_at(6);
     for (int step = 6; step <= 10; ++step) resumed.scalar("train/loss", step, 2.0);
   }
-  const auto read = mpt::testing::run_python(mpt::testing::source_path("tests/interop/tensorboard_reference.py") + " " + dir);
+  const auto read =
+      mpt::testing::run_python(mpt::testing::source_path("tests/interop/tensorboard_reference.py") + " " + dir);
   INFO(read.output);
   REQUIRE(read.exit_code == 0);
   const auto scalars = nlohmann::json::parse(read.output.substr(read.output.find('{')));

@@ -28,7 +28,8 @@ TEST_CASE("WordPiece gives tokenizers' ids over the whole corpus and the hard ca
       "punctuation: \u00BFqu\u00E9? \u2014dash\u2013 \u201Cquotes\u201D \u00AB\u00BB $5.00 100% a_b ~x^y`",
       "spaces:\u00A0nbsp\u2003em\u3000ideographic\u202Fnarrow  double",
       "Greek \u039A\u03B1\u03BB\u03B7\u03BC\u03AD\u03C1\u03B1, Cyrillic \u041F\u0440\u0438\u0432\u0435\u0442, Hebrew "
-      "\u05E9\u05DC\u05D5\u05DD, Arabic \u0645\u0631\u062D\u0628\u0627, Devanagari \u0928\u092E\u0938\u094D\u0924\u0947",
+      "\u05E9\u05DC\u05D5\u05DD, Arabic \u0645\u0631\u062D\u0628\u0627, Devanagari "
+      "\u0928\u092E\u0938\u094D\u0924\u0947",
       "unbelievably-long-hyphenated_words and aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
   };

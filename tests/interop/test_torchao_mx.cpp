@@ -29,9 +29,10 @@ std::vector<int64_t> bytes_of(const torch::Tensor& x) {
 // 448 x 2^k that saturate, subnormal FP32 values, and a block whose amax is exactly a power of two.
 torch::Tensor operand(int64_t rows, int64_t k, int64_t seed) {
   torch::manual_seed(seed);
-  torch::Tensor x = torch::randn({rows, k}) * torch::pow(2.0, torch::randint(-40, 40, {rows, k / 32, 1}).to(torch::kFloat))
-                                                    .expand({rows, k / 32, 32})
-                                                    .reshape({rows, k});
+  torch::Tensor x =
+      torch::randn({rows, k}) * torch::pow(2.0, torch::randint(-40, 40, {rows, k / 32, 1}).to(torch::kFloat))
+                                    .expand({rows, k / 32, 32})
+                                    .reshape({rows, k});
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   x[0].narrow(0, 0, 32).zero_();
   x[1][5] = nan;
@@ -70,14 +71,15 @@ TEST_CASE("MXFP8 casts are torchao's to the bit, and its emulated GEMM is torcha
     for (int64_t i = 0; i < m * k; ++i) {
       if (i / k == 4 && i % k < 32) continue;
       if (a_data[static_cast<size_t>(i)] != theirs[static_cast<size_t>(i)]) {
-        FAIL_CHECK("element " << i << ": mpt " << a_data[static_cast<size_t>(i)] << ", torchao " << theirs[static_cast<size_t>(i)]);
+        FAIL_CHECK("element " << i << ": mpt " << a_data[static_cast<size_t>(i)] << ", torchao "
+                              << theirs[static_cast<size_t>(i)]);
         break;
       }
     }
     CHECK(a_scales[4 * k / 32] == 0);
     CHECK(mpt::ops::from_mxfp8(ma)[4][0].item<float>() == std::ldexp(3.0f, -136));  // 3 x 2^-9 x 2^-127: exact
-    CHECK(a_scales[1 * k / 32] == 255);                               // NaN block
-    CHECK(a_scales[2 * k / 32 + 1] == 247);                           // Inf block: 2^120
+    CHECK(a_scales[1 * k / 32] == 255);                                             // NaN block
+    CHECK(a_scales[2 * k / 32 + 1] == 247);                                         // Inf block: 2^120
     // The GEMM over rows without the NaN, Inf and subnormal blocks, which torchao's dequantization handles alike.
     const torch::Tensor ours = mpt::ops::mxfp8_mm(ma, mb, torch::kFloat).contiguous();
     const std::vector<int64_t> bits = ao["mm_bits"].get<std::vector<int64_t>>();

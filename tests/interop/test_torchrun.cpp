@@ -9,8 +9,7 @@
 
 using namespace mpt::testing;
 
-TEST_CASE("torchrun --standalone --nproc-per-node 2 --no-python trains two ranks that agree",
-          "[slow][interop][dist]") {
+TEST_CASE("torchrun --standalone --nproc-per-node 2 --no-python trains two ranks that agree", "[slow][interop][dist]") {
   if (const std::string missing = python_missing("torch.distributed.run"); !missing.empty()) MPT_SKIP(missing);
   const std::string dir = scratch_dir("torchrun");
   const CommandResult run = run_python(

@@ -34,9 +34,9 @@ torch::Tensor sample_ids() {
 int compare(const std::string& mode, const std::string& model_dir, const io::NamedTensorList& io, double tolerance) {
   const std::string io_path = testing::scratch_dir("hf-" + mode) + "/io.safetensors";
   io::write_weights(io_path, io, "safetensors");
-  const testing::CommandResult result = testing::run_python(source_path("tests/interop/hf_reference.py") + " " + mode +
-                                                            " " + model_dir + " " + io_path + " " +
-                                                            std::to_string(tolerance));
+  const testing::CommandResult result =
+      testing::run_python(source_path("tests/interop/hf_reference.py") + " " + mode + " " + model_dir + " " + io_path +
+                          " " + std::to_string(tolerance));
   UNSCOPED_INFO(result.output);
   return result.exit_code;
 }
@@ -76,11 +76,10 @@ TEST_CASE("an mpt BERT exported as a Hugging Face folder loads with from_pretrai
   if (const std::string missing = testing::python_missing("transformers safetensors"); !missing.empty())
     MPT_SKIP(missing);
   const std::string dir = testing::scratch_dir("hf-export");
-  const testing::CommandResult train =
-      testing::run_mpt({"train", source_path("configs/bert_tiny_mlm.yaml"), "train.max_steps=3", "train.epochs=1",
-                        "model.heads=4", "data.batch_size=4", "data.test_limit=8",
-                        "data.root=" + source_path("data/corpus/fortunes"),
-                        "data.vocab=" + source_path("data/bert-base-uncased/vocab.txt"), "--run-dir", dir + "/run"});
+  const testing::CommandResult train = testing::run_mpt(
+      {"train", source_path("configs/bert_tiny_mlm.yaml"), "train.max_steps=3", "train.epochs=1", "model.heads=4",
+       "data.batch_size=4", "data.test_limit=8", "data.root=" + source_path("data/corpus/fortunes"),
+       "data.vocab=" + source_path("data/bert-base-uncased/vocab.txt"), "--run-dir", dir + "/run"});
   INFO(train.output);
   REQUIRE(train.exit_code == 0);
   const testing::CommandResult exported =

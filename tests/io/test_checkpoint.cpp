@@ -92,7 +92,8 @@ TEST_CASE("truncated and bit-flipped checkpoints are detected with the offset", 
   flip_byte(dir + "/flipped.mpt", size / 2);
   CHECK_THAT(verify_checkpoint(dir + "/flipped.mpt"), Catch::Contains("CRC-32 mismatch"));
   Fixture g;
-  CHECK_THROWS_WITH(load_checkpoint(dir + "/flipped.mpt", tensors_of(*g.model), g.optimizer), Catch::Contains("flipped.mpt"));
+  CHECK_THROWS_WITH(load_checkpoint(dir + "/flipped.mpt", tensors_of(*g.model), g.optimizer),
+                    Catch::Contains("flipped.mpt"));
 
   std::ofstream(dir + "/text.mpt") << "hello, this is not a checkpoint at all, just words";
   CHECK_THAT(verify_checkpoint(dir + "/text.mpt"), Catch::Contains("byte 0: not an mpt checkpoint"));

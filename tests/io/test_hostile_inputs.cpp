@@ -52,7 +52,8 @@ void write(const std::string& path, const std::string& bytes) {
 }
 
 uint32_t crc(const std::string& bytes) {
-  return static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+  return static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
 }
 
 }  // namespace
@@ -90,8 +91,7 @@ TEST_CASE("a safetensors header nested past the JSON depth limit is refused", "[
              Catch::Contains("deep.safetensors") && Catch::Contains("nested more than"));
 }
 
-TEST_CASE("a CRC-valid checkpoint whose tensor records are short is refused before training reads them",
-          "[fast][io]") {
+TEST_CASE("a CRC-valid checkpoint whose tensor records are short is refused before training reads them", "[fast][io]") {
   const std::string dir = scratch_dir("hostile_checkpoint");
   torch::nn::Linear model(4, 3);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.1));
@@ -114,8 +114,8 @@ TEST_CASE("a CRC-valid checkpoint whose tensor records are short is refused befo
       return n;
     });
     for (const std::string& name : reader.getAllRecords()) {
-      if (name.rfind(".data/", 0) == 0 || name == "version" || name == ".format_version" ||
-          name == "byteorder" || name == ".storage_alignment")
+      if (name.rfind(".data/", 0) == 0 || name == "version" || name == ".format_version" || name == "byteorder" ||
+          name == ".storage_alignment")
         continue;  // written by the writer itself
       auto [data, n] = reader.getRecord(name);
       const bool tensor_data = name.rfind("data/", 0) == 0;
@@ -132,7 +132,8 @@ TEST_CASE("a CRC-valid checkpoint whose tensor records are short is refused befo
   const std::string path = dir + "/corrupt.mpt";
   write(path, corrupt);
   // The container itself is sound (magic, length, CRC, trailer); its storages are not.
-  CHECK_THAT(mpt::io::verify_checkpoint(path), Catch::Contains("payload: data.pkl byte") && Catch::Contains("holds 0 bytes"));
+  CHECK_THAT(mpt::io::verify_checkpoint(path),
+             Catch::Contains("payload: data.pkl byte") && Catch::Contains("holds 0 bytes"));
 
   CHECK_THAT(error_of([&] { mpt::io::load_checkpoint(path, tensors, optimizer); }), Catch::Contains(path));
   CHECK_THAT(error_of([&] { mpt::io::read_checkpoint_weights(path); }), Catch::Contains(path));
@@ -170,8 +171,9 @@ TEST_CASE("spec files: a directory, duplicate keys, complex keys, control charac
 TEST_CASE("a suite's non-finite numbers are refused, and an unreadable old night does not stop the next",
           "[fast][nightly]") {
   const std::string dir = scratch_dir("hostile_nightly");
-  write(dir + "/suite.yaml", "jobs:\n  - name: a\n    train: " + mpt::testing::source_path("configs/mlp_fmnist_fp32.yaml") +
-                                 "\n    time_budget_min: .nan\n");
+  write(dir + "/suite.yaml",
+        "jobs:\n  - name: a\n    train: " + mpt::testing::source_path("configs/mlp_fmnist_fp32.yaml") +
+            "\n    time_budget_min: .nan\n");
   CHECK_THAT(error_of([&] { mpt::nightly::load_suite(dir + "/suite.yaml"); }),
              Catch::Contains("time_budget_min: expected a number of minutes (a finite number)"));
 
@@ -254,12 +256,14 @@ TEST_CASE("images: a truncated JPEG and size bombs are refused, naming the file"
   tjFree(jpeg);
   tjDestroy(handle);
   write(dir + "/cut.jpg", whole.substr(0, whole.size() * 2 / 3));
-  CHECK_THAT(error_of([&] { mpt::data::decode_image(dir + "/cut.jpg"); }), Catch::Contains(dir + "/cut.jpg: corrupt JPEG"));
+  CHECK_THAT(error_of([&] { mpt::data::decode_image(dir + "/cut.jpg"); }),
+             Catch::Contains(dir + "/cut.jpg: corrupt JPEG"));
 
   std::string bomb = whole;  // SOF0 (FF C0): length, precision, height, width, big-endian
   const size_t sof = bomb.find("\xFF\xC0");
   REQUIRE(sof != std::string::npos);
-  for (const size_t at : {sof + 5, sof + 7}) bomb[at] = static_cast<char>(20000 >> 8), bomb[at + 1] = static_cast<char>(20000 & 0xFF);
+  for (const size_t at : {sof + 5, sof + 7})
+    bomb[at] = static_cast<char>(20000 >> 8), bomb[at + 1] = static_cast<char>(20000 & 0xFF);
   write(dir + "/bomb.jpg", bomb);
   CHECK_THAT(error_of([&] { mpt::data::decode_image(dir + "/bomb.jpg"); }),
              Catch::Contains(dir + "/bomb.jpg: declares 20000 x 20000 pixels"));
@@ -292,11 +296,11 @@ TEST_CASE("a JSONL file a crash left mid-line is cut back to its last complete l
 TEST_CASE("one writer per run directory: a second mpt train exits 75 naming the holder", "[fast][cli]") {
   const std::string run_dir = scratch_dir("hostile_lock");
   const mpt::DirectoryLock held(run_dir, "mpt train");
-  const auto second = mpt::testing::run_mpt({"train", mpt::testing::source_path("configs/mlp_fmnist_fp32.yaml"),
-                                             "--run-dir", run_dir, "train.max_steps=1"});
+  const auto second = mpt::testing::run_mpt(
+      {"train", mpt::testing::source_path("configs/mlp_fmnist_fp32.yaml"), "--run-dir", run_dir, "train.max_steps=1"});
   CHECK(second.exit_code == 75);
-  CHECK_THAT(second.output, Catch::Contains("another mpt train holds " + run_dir + "/.lock (pid " +
-                                            std::to_string(::getpid())));
+  CHECK_THAT(second.output,
+             Catch::Contains("another mpt train holds " + run_dir + "/.lock (pid " + std::to_string(::getpid())));
   CHECK_FALSE(fs::exists(run_dir + "/config.yaml"));
 }
 
@@ -309,8 +313,10 @@ TEST_CASE("a file-size limit fails the write with a message instead of killing m
   CHECK_THAT(result.output, Catch::Contains("File too large"));
 }
 
-TEST_CASE("a zip bomb and a tensor declaring 2^62 elements over one stored value are refused naming the file, "
-          "before anything is allocated", "[fast][io]") {
+TEST_CASE(
+    "a zip bomb and a tensor declaring 2^62 elements over one stored value are refused naming the file, "
+    "before anything is allocated",
+    "[fast][io]") {
   if (const std::string missing = mpt::testing::python_missing("torch"); !missing.empty()) MPT_SKIP(missing);
   const std::string dir = scratch_dir("hostile-zip");
   // torch.save stores records uncompressed; a deflated data.pkl of 256 MiB of zeros is a few hundred kB.
@@ -318,7 +324,8 @@ TEST_CASE("a zip bomb and a tensor declaring 2^62 elements over one stored value
       "-c \"import sys, zipfile, torch\n"
       "z = zipfile.ZipFile(sys.argv[1] + '/bomb.pt', 'w', compression=zipfile.ZIP_DEFLATED)\n"
       "z.writestr('archive/data.pkl', bytes(256 << 20)); z.writestr('archive/version', b'3\\\\n'); z.close()\n"
-      "torch.save({'w': torch.zeros(1).expand(2 ** 31, 2 ** 31)}, sys.argv[1] + '/expanded.pt')\" " + dir);
+      "torch.save({'w': torch.zeros(1).expand(2 ** 31, 2 ** 31)}, sys.argv[1] + '/expanded.pt')\" " +
+      dir);
   INFO(made.output);
   REQUIRE(made.exit_code == 0);
   REQUIRE(fs::file_size(dir + "/bomb.pt") < (4 << 20));

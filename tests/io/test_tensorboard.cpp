@@ -61,12 +61,14 @@ std::vector<Scalar> decode_file(const std::string& bytes, std::string* file_vers
     Scalar scalar{0, "", 0.0f};
     for (size_t i = 0; i < event.size();) {
       const uint8_t key = static_cast<uint8_t>(event[i++]);
-      if (key == 0x09) i += 8;                                   // wall_time
-      else if (key == 0x10) scalar.step = int64_t(varint(event, i));
+      if (key == 0x09)
+        i += 8;  // wall_time
+      else if (key == 0x10)
+        scalar.step = int64_t(varint(event, i));
       else if (key == 0x1A) {
         uint64_t n = varint(event, i);
         *file_version = event.substr(i, n), i += n;
-      } else if (key == 0x2A) {                                  // summary { value { tag, simple_value } }
+      } else if (key == 0x2A) {  // summary { value { tag, simple_value } }
         varint(event, i);
         REQUIRE(event[i++] == 0x0A);
         varint(event, i);
@@ -93,7 +95,10 @@ TEST_CASE("CRC-32C and its mask match the reference", "[fast][io]") {
 
 TEST_CASE("a scalar event and its record are byte-exact against the test vector", "[fast][io]") {
   const std::string event = encode_scalar_event(1.7e9, 3, "loss", 0.5f);
-  CHECK(hex(event) == "0900000040fc54d9411003" "2a0d0a0b0a046c6f737315" "0000003f");
+  CHECK(hex(event) ==
+        "0900000040fc54d9411003"
+        "2a0d0a0b0a046c6f737315"
+        "0000003f");
   const std::string record = frame_record(event);
   CHECK(hex(record.substr(0, 12)) == "1a00000000000000129bd82d");
   CHECK(hex(record.substr(record.size() - 4)) == "35f132ef");

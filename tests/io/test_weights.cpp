@@ -99,11 +99,11 @@ TEST_CASE("malformed safetensors name the tensor and the byte or field that is w
                                   R"("y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                                   std::string(8, '\0'))),
              Catch::Contains("(overlaps the previous tensor)"));
-  CHECK_THAT(error_of(with_header(R"({"__metadata__":{"n":3}})", "")), Catch::Contains("__metadata__.n: expected a string"));
+  CHECK_THAT(error_of(with_header(R"({"__metadata__":{"n":3}})", "")),
+             Catch::Contains("__metadata__.n: expected a string"));
 }
 
-TEST_CASE("init_from loads by name, maps HF BertModel names, keeps new heads, rejects shape mismatches",
-          "[fast][io]") {
+TEST_CASE("init_from loads by name, maps HF BertModel names, keeps new heads, rejects shape mismatches", "[fast][io]") {
   mpt::data::SampleShape text;
   text.seq_len = 16, text.vocab_size = 50, text.num_classes = 3;
   mpt::models::ModelConfig config;
@@ -114,7 +114,8 @@ TEST_CASE("init_from loads by name, maps HF BertModel names, keeps new heads, re
   // A Hugging Face BertModel file: no "bert." prefix, no classifier.
   NamedTensorList bare;
   for (const auto& item : model->named_parameters())
-    if (item.key().rfind("bert.", 0) == 0) bare.emplace_back(item.key().substr(5), torch::full_like(item.value(), 0.25));
+    if (item.key().rfind("bert.", 0) == 0)
+      bare.emplace_back(item.key().substr(5), torch::full_like(item.value(), 0.25));
   bare.emplace_back("cls.predictions.bias", torch::zeros({50}));
   const InitReport report = init_from_weights(*model, bare, "hf.safetensors");
   CHECK(report.loaded == static_cast<int64_t>(bare.size()) - 1);

@@ -108,8 +108,8 @@ TEST_CASE("a BERT layer computes the textbook encoder layer (per-head attention,
     const torch::Tensor scores = torch::matmul(qh, kh.transpose(1, 2)) / std::sqrt(8.0) + mask_bias.view({2, 1, 5});
     heads.push_back(torch::matmul(torch::softmax(scores, -1), vh));
   }
-  const torch::Tensor attended = norm(linear(torch::cat(heads, 2), "attention.output.dense") + x,
-                                      "attention.output.LayerNorm");
+  const torch::Tensor attended =
+      norm(linear(torch::cat(heads, 2), "attention.output.dense") + x, "attention.output.LayerNorm");
   const torch::Tensor expected =
       norm(linear(torch::gelu(linear(attended, "intermediate.dense")), "output.dense") + attended, "output.LayerNorm");
   INFO("max |difference| " << (out - expected).abs().max().item<double>());
@@ -132,7 +132,7 @@ TEST_CASE("masked-LM: the tied word embeddings get one dense gradient, the same 
   auto& lookup = *mlm->named_modules()["bert.embeddings.word_embeddings"]->as<torch::nn::EmbeddingImpl>();
   REQUIRE(lookup.options.sparse());  // the lookup's part is sparse and added in place into the decoder's
   torch::Tensor ids = torch::randint(5, 40, {3, 16}, torch::kLong);  // repeated tokens
-  ids[1][14] = ids[1][15] = 0;                                         // and [PAD]
+  ids[1][14] = ids[1][15] = 0;                                       // and [PAD]
   torch::Tensor targets = torch::full({3, 16}, -100, torch::kLong);
   targets[0][3] = 7, targets[2][11] = 9, targets[1][0] = 11, targets[1][5] = 7;
   auto gradient = [&] {
@@ -222,9 +222,9 @@ TEST_CASE("under BF16 autocast BERT's gradients stay close to FP32's, through th
       torch::nn::functional::cross_entropy(prediction.logits, prediction.targets).backward();
     }
     std::vector<torch::Tensor> grads;
-    for (const char* name : {"bert.encoder.layer.0.attention.self.query.weight",
-                             "bert.encoder.layer.0.attention.self.value.weight",
-                             "bert.embeddings.LayerNorm.weight", "bert.embeddings.position_embeddings.weight"})
+    for (const char* name :
+         {"bert.encoder.layer.0.attention.self.query.weight", "bert.encoder.layer.0.attention.self.value.weight",
+          "bert.embeddings.LayerNorm.weight", "bert.embeddings.position_embeddings.weight"})
       grads.push_back(mlm->named_parameters()[name].grad().view(-1));
     return torch::cat(grads);
   };

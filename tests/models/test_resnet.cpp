@@ -34,9 +34,9 @@ TEST_CASE("resnet50 matches torchvision: 25,557,032 parameters, 320 state-dict k
   auto params = model->named_parameters();
   auto buffers = model->named_buffers();
   CHECK(params.size() + buffers.size() == 320);
-  for (const char* name : {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer1.0.downsample.0.weight",
-                           "layer1.0.downsample.1.bias", "layer3.5.bn3.weight", "layer4.2.conv3.weight", "fc.weight",
-                           "fc.bias"})
+  for (const char* name :
+       {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer1.0.downsample.0.weight",
+        "layer1.0.downsample.1.bias", "layer3.5.bn3.weight", "layer4.2.conv3.weight", "fc.weight", "fc.bias"})
     CHECK(params.contains(name));
   for (const char* name : {"bn1.running_mean", "layer4.2.bn3.running_var", "layer2.0.downsample.1.num_batches_tracked"})
     CHECK(buffers.contains(name));
@@ -154,7 +154,9 @@ TEST_CASE("convolutions over small channels-last images, run as matmuls, match t
       grads.push_back(model->named_parameters()[name].grad().contiguous().view(-1));
     return std::make_pair(out.to(torch::kFloat), torch::cat(grads));
   };
-  auto relative = [](const torch::Tensor& a, const torch::Tensor& b) { return ((a - b).norm() / b.norm()).item<double>(); };
+  auto relative = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a - b).norm() / b.norm()).item<double>();
+  };
   const auto [reference_logits, reference_grad] = run(nchw, torch::kFloat);
   const auto [logits, grad] = run(nhwc, torch::kFloat);
   CHECK(relative(logits, reference_logits) < 1e-5);

@@ -17,7 +17,10 @@ namespace {
 
 json record(const std::string& night, const std::string& status, double samples_per_sec, double accuracy,
             const std::string& job = "mlp") {
-  return {{"job", job}, {"kind", "train"}, {"night", night}, {"status", status},
+  return {{"job", job},
+          {"kind", "train"},
+          {"night", night},
+          {"status", status},
           {"metrics", {{"samples_per_sec", samples_per_sec}, {"accuracy", accuracy}}}};
 }
 
@@ -41,10 +44,10 @@ struct NightlyJudge {
 }  // namespace
 
 TEST_CASE("regressions are judged against the median of the last N good nights of the same job", "[fast][nightly]") {
-  const std::vector<json> history = {record("n1", "ok", 100, 0.90), record("n2", "ok", 50, 0.80),  // n2 falls out
-                                     record("n3", "ok", 100, 0.90), record("n4", "failed", 1, 0.10),
-                                     record("n5", "ok", 104, 0.91), record("n6", "ok", 98, 0.89),
-                                     record("n6", "ok", 1, 0.1, "other job")};
+  const std::vector<json> history = {
+      record("n1", "ok", 100, 0.90), record("n2", "ok", 50, 0.80),  // n2 falls out
+      record("n3", "ok", 100, 0.90), record("n4", "failed", 1, 0.10),        record("n5", "ok", 104, 0.91),
+      record("n6", "ok", 98, 0.89),  record("n6", "ok", 1, 0.1, "other job")};
   RegressionRules rules;
   rules.window = 3;  // n3, n5, n6: medians 100 samples/s and 0.90
   CHECK(find_regressions(record("n7", "ok", 94, 0.896), history, rules).empty());  // -6%, -0.4 points
@@ -89,8 +92,10 @@ TEST_CASE("a busy night's throughput is neither judged nor a baseline, and a qui
   CHECK_THAT(slowdown[0], Catch::Contains("10.0% below the median 100 of the last 5 good night(s)"));
 }
 
-TEST_CASE("on an always-busy machine a job on the idle cores is judged (no false alarm in ten nights, a planted 10% "
-          "slowdown caught), and on every core it is not judged", "[fast][nightly]") {
+TEST_CASE(
+    "on an always-busy machine a job on the idle cores is judged (no false alarm in ten nights, a planted 10% "
+    "slowdown caught), and on every core it is not judged",
+    "[fast][nightly]") {
   // Two cores, a neighbour keeping one busy all the time (other_cpu 0.5). The job runs device.threads=1: the
   // neighbour takes none of its core, and its speed is steady (MLP step 3.41-3.43 ms beside a busy loop, against
   // 6.5-6.7 ms and wild swings with 2 threads; docs/performance.md).
@@ -123,8 +128,10 @@ TEST_CASE("on an always-busy machine a job on the idle cores is judged (no false
   CHECK(notes.size() == 1);
 }
 
-TEST_CASE("a train job timed in bench runs is judged on their median, and on the training run's mean until earlier "
-          "nights have one", "[fast][nightly]") {
+TEST_CASE(
+    "a train job timed in bench runs is judged on their median, and on the training run's mean until earlier "
+    "nights have one",
+    "[fast][nightly]") {
   auto night = [](int n, double training, double bench) {
     json r = record("n" + std::to_string(100 + n), "ok", training, 0.9);
     if (bench > 0) r["metrics"]["bench_samples_per_sec"] = bench;

@@ -42,8 +42,7 @@ TEST_CASE("a night runs every job in order, records history, and a failing job d
           "[slow][cli][nightly]") {
   const std::string dir = scratch_dir("nightly-basic");
   const std::string suite = write_suite(
-      dir, train_job("first") +
-               "  - name: broken\n    train: " + kMixed + "\n    overrides: [data.train_limit=-1]\n" +
+      dir, train_job("first") + "  - name: broken\n    train: " + kMixed + "\n    overrides: [data.train_limit=-1]\n" +
                "  - name: ab\n    ab_compare: [" + kFp32 + ", " + kMixed + "]\n    overrides: " + kTiny + "\n");
   CommandResult night = run_mpt({"nightly", suite, "--root", dir + "/root"});
   INFO(night.output);
@@ -88,8 +87,11 @@ TEST_CASE("a night slower or less accurate than the usual nights is a regression
   {
     std::ofstream history(dir + "/root/history.jsonl");
     for (int n = 1; n <= 3; ++n)
-      history << nlohmann::json{{"job", "tiny"}, {"kind", "train"}, {"night", "2026-01-0" + std::to_string(n)},
-                                {"status", "ok"}, {"metrics", {{"samples_per_sec", 1e9}, {"accuracy", 0.99}}}}
+      history << nlohmann::json{{"job", "tiny"},
+                                {"kind", "train"},
+                                {"night", "2026-01-0" + std::to_string(n)},
+                                {"status", "ok"},
+                                {"metrics", {{"samples_per_sec", 1e9}, {"accuracy", 0.99}}}}
                      .dump()
               << "\n";
   }
@@ -113,7 +115,8 @@ TEST_CASE("one night at a time: a held lock exits 75 naming the holder, and of t
   const std::string dir = scratch_dir("nightly-lock");
   const std::string root = dir + "/root";
   fs::create_directories(root);
-  const std::string suite = write_suite(dir, train_job("tiny", "[train.max_steps=300, data.train_limit=8192, data.test_limit=500]"));
+  const std::string suite =
+      write_suite(dir, train_job("tiny", "[train.max_steps=300, data.train_limit=8192, data.test_limit=500]"));
   {
     const int fd = open((root + "/.lock").c_str(), O_RDWR | O_CREAT, 0644);
     REQUIRE(flock(fd, LOCK_EX | LOCK_NB) == 0);
@@ -136,11 +139,13 @@ TEST_CASE("after a power cut mid-night, the next invocation resumes the unfinish
           "[slow][cli][nightly]") {
   const std::string dir = scratch_dir("nightly-recovery");
   const std::string root = dir + "/root";
-  const std::string suite = write_suite(
-      dir, train_job("long", "[train.max_steps=3000, data.train_limit=16384, data.test_limit=500, "
-                             "checkpoint.every_steps=100, train.log_every_steps=100]"),
-      // Two nights minutes apart on a shared machine differ in speed by more than the default 7%.
-      "regression:\n  throughput_drop: 0.9\n");
+  const std::string suite =
+      write_suite(dir,
+                  train_job("long",
+                            "[train.max_steps=3000, data.train_limit=16384, data.test_limit=500, "
+                            "checkpoint.every_steps=100, train.log_every_steps=100]"),
+                  // Two nights minutes apart on a shared machine differ in speed by more than the default 7%.
+                  "regression:\n  throughput_drop: 0.9\n");
   const int pid = start_mpt({"nightly", suite, "--root", root}, dir + "/first.log");
   // Wait until the job has checkpointed, then cut the power (SIGKILL to the nightly and its training child).
   for (int i = 0; i < 600 && !fs::exists(root + "/latest/long/checkpoints/step-000000300.mpt"); ++i) sleep_for(0.05);
@@ -163,10 +168,16 @@ TEST_CASE("after a power cut mid-night, the next invocation resumes the unfinish
   CHECK_THAT(read_file_text(root + "/" + killed_night + "/long/train.log"), Catch::Contains("resumed from"));
 }
 
-TEST_CASE("kill -9 at random moments, then resume: never a corrupt checkpoint, losses bit-exact", "[slow][cli][nightly]") {
+TEST_CASE("kill -9 at random moments, then resume: never a corrupt checkpoint, losses bit-exact",
+          "[slow][cli][nightly]") {
   const std::string dir = scratch_dir("kill9");
-  const std::vector<std::string> spec = {"train", kMixed, "train.max_steps=600", "data.train_limit=16384",
-                                         "data.test_limit=500", "train.log_every_steps=1", "checkpoint.every_steps=5",
+  const std::vector<std::string> spec = {"train",
+                                         kMixed,
+                                         "train.max_steps=600",
+                                         "data.train_limit=16384",
+                                         "data.test_limit=500",
+                                         "train.log_every_steps=1",
+                                         "checkpoint.every_steps=5",
                                          "checkpoint.keep_last=2"};
   auto args = [&](const std::string& run) {
     std::vector<std::string> a = spec;
@@ -182,7 +193,8 @@ TEST_CASE("kill -9 at random moments, then resume: never a corrupt checkpoint, l
     const std::string metrics = dir + "/killed/metrics.jsonl";
     const size_t lines_before = fs::exists(metrics) ? read_jsonl(metrics).size() : 0;
     // Some random moment after training (re)started: during a step or during one of the frequent checkpoints.
-    for (int i = 0; i < 400 && (!fs::exists(metrics) || read_jsonl(metrics).size() < lines_before + 20); ++i) sleep_for(0.02);
+    for (int i = 0; i < 400 && (!fs::exists(metrics) || read_jsonl(metrics).size() < lines_before + 20); ++i)
+      sleep_for(0.02);
     sleep_for(0.001 * (std::rand() % 200));
     kill_hard(pid);
     // The newest checkpoint that verifies is at most one interval behind the last step logged.
@@ -214,7 +226,7 @@ TEST_CASE("kill -9 at random moments, then resume: never a corrupt checkpoint, l
 TEST_CASE("a full disk during a checkpoint or a history append leaves the previous state intact",
           "[slow][cli][nightly]") {
   const std::string dir = scratch_dir("disk-full");
-  const std::vector<std::string> train = {"train", kMixed, "data.train_limit=4096", "data.test_limit=500",
+  const std::vector<std::string> train = {"train",     kMixed,      "data.train_limit=4096", "data.test_limit=500",
                                           "--run-dir", dir + "/run"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = train;
@@ -261,11 +273,11 @@ TEST_CASE("a full disk during a checkpoint or a history append leaves the previo
 TEST_CASE("a job over its time budget is stopped with a checkpoint and reported as timeout, and the rest run",
           "[slow][cli][nightly]") {
   const std::string dir = scratch_dir("nightly-budget");
-  const std::string suite = write_suite(
-      dir, "  - name: endless\n    train: " + kMixed +
-               "\n    overrides: [train.epochs=1000, data.train_limit=8192, data.test_limit=500]\n"
-               "    time_budget_min: 0.05\n" +
-               train_job("after"));
+  const std::string suite =
+      write_suite(dir, "  - name: endless\n    train: " + kMixed +
+                           "\n    overrides: [train.epochs=1000, data.train_limit=8192, data.test_limit=500]\n"
+                           "    time_budget_min: 0.05\n" +
+                           train_job("after"));
   CommandResult night = run_mpt({"nightly", suite, "--root", dir + "/root"});
   INFO(night.output);
   CHECK(night.exit_code == 1);

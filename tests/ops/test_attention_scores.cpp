@@ -54,8 +54,7 @@ namespace {
 // The unfused chain attention_probabilities stands for.
 torch::Tensor unfused_probabilities(const torch::Tensor& products, const torch::Tensor& mask, double scale, double p,
                                     bool training, torch::ScalarType dtype) {
-  return mpt::ops::dropout_to(torch::softmax(mpt::ops::masked_scores(products, mask, scale), -1), p, training,
-                                 dtype);
+  return mpt::ops::dropout_to(torch::softmax(mpt::ops::masked_scores(products, mask, scale), -1), p, training, dtype);
 }
 
 }  // namespace
@@ -112,8 +111,8 @@ TEST_CASE("attention_probabilities keeps a NaN in its row and takes the unfused 
   // 7 keys (not a whole vector) and a mask that wants a gradient both take the three ops.
   const torch::Tensor odd = torch::randn({2, 3, 7, 7});
   torch::manual_seed(23);
-  const torch::Tensor odd_fused = mpt::ops::attention_probabilities(odd, padding_mask(2, 7), 0.5, 0.1, true,
-                                                                       torch::kBFloat16);
+  const torch::Tensor odd_fused =
+      mpt::ops::attention_probabilities(odd, padding_mask(2, 7), 0.5, 0.1, true, torch::kBFloat16);
   torch::manual_seed(23);
   CHECK(torch::equal(odd_fused, unfused_probabilities(odd, padding_mask(2, 7), 0.5, 0.1, true, torch::kBFloat16)));
   const torch::Tensor trainable_mask = mask.clone().requires_grad_();

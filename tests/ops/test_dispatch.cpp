@@ -25,7 +25,8 @@ std::vector<torch::Tensor> run_ops(bool portable) {
   Portable setting(portable);
   torch::manual_seed(8);
   const torch::Tensor x = torch::randn({64, 96}, torch::requires_grad());
-  const torch::Tensor w = torch::randn({48, 96}, torch::requires_grad()), b = torch::randn({48}, torch::requires_grad());
+  const torch::Tensor w = torch::randn({48, 96}, torch::requires_grad()),
+                      b = torch::randn({48}, torch::requires_grad());
   CHECK(mpt::ops::splits_linear_backward(x, w) == (!portable && at::get_num_threads() > 1));
   const torch::Tensor y = mpt::ops::linear(x, w, b);
   y.pow(2).sum().backward();
@@ -109,18 +110,20 @@ TEST_CASE("every op matches its LibTorch reference with hand kernels on and off"
     torch::Tensor mask_bias = torch::zeros({2, 1, 1, 16});
     mask_bias.index_put_({1, 0, 0, torch::indexing::Slice(12)}, -1e9);  // the second sequence's last 4 are [PAD]
     const double scale = 0.125;
-    check_close(value_and_grad(products, [&](const torch::Tensor& p) {
-                  return mpt::ops::masked_scores(p, mask_bias, scale);
-                }),
-                value_and_grad(products, [&](const torch::Tensor& p) { return mask_bias + scale * p.to(torch::kFloat); }),
-                1e-2);
-    check_close(value_and_grad(products, [&](const torch::Tensor& p) {
-                  return mpt::ops::attention_probabilities(p, mask_bias, scale, 0.0, true, torch::kBFloat16);
-                }),
-                value_and_grad(products, [&](const torch::Tensor& p) {
-                  return torch::softmax(mask_bias + scale * p.to(torch::kFloat), -1).to(torch::kBFloat16);
-                }),
-                1e-2);
+    check_close(
+        value_and_grad(products, [&](const torch::Tensor& p) { return mpt::ops::masked_scores(p, mask_bias, scale); }),
+        value_and_grad(products, [&](const torch::Tensor& p) { return mask_bias + scale * p.to(torch::kFloat); }),
+        1e-2);
+    check_close(
+        value_and_grad(products,
+                       [&](const torch::Tensor& p) {
+                         return mpt::ops::attention_probabilities(p, mask_bias, scale, 0.0, true, torch::kBFloat16);
+                       }),
+        value_and_grad(products,
+                       [&](const torch::Tensor& p) {
+                         return torch::softmax(mask_bias + scale * p.to(torch::kFloat), -1).to(torch::kBFloat16);
+                       }),
+        1e-2);
 
     // Dropout: whichever mask each way draws, the fused forms equal the unfused ones under the same seed, and
     // a kept element is scaled by 1 / (1 - p).
@@ -141,7 +144,8 @@ TEST_CASE("every op matches its LibTorch reference with hand kernels on and off"
 
     // Batch norm: the fused kernel takes only BF16 channels-last training on AVX512-BF16, never when forced off.
     torch::nn::BatchNorm2d bn(16);
-    const torch::Tensor image = torch::randn({2, 16, 4, 4}).to(torch::kBFloat16).contiguous(torch::MemoryFormat::ChannelsLast);
+    const torch::Tensor image =
+        torch::randn({2, 16, 4, 4}).to(torch::kBFloat16).contiguous(torch::MemoryFormat::ChannelsLast);
     CHECK(mpt::ops::can_fuse_batch_norm(*bn, image, {}) == (!portable && mpt::ops::avx512_bf16_kernels()));
   }
 }
@@ -150,13 +154,15 @@ TEST_CASE("the fused optimizers step as LibTorch's do with hand kernels on and o
   auto run = [](bool portable, const std::string& which) {
     Portable setting(portable);
     torch::manual_seed(3);
-    std::vector<torch::Tensor> parameters = {torch::randn({257, 33}).requires_grad_(), torch::randn({7}).requires_grad_()};
+    std::vector<torch::Tensor> parameters = {torch::randn({257, 33}).requires_grad_(),
+                                             torch::randn({7}).requires_grad_()};
     std::unique_ptr<torch::optim::Optimizer> optimizer;
     if (which == "sgd")
       optimizer = std::make_unique<mpt::ops::FusedSgd>(
           parameters, torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4).nesterov(true));
     else if (which == "adamw")
-      optimizer = std::make_unique<mpt::ops::FusedAdamW>(parameters, torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
+      optimizer =
+          std::make_unique<mpt::ops::FusedAdamW>(parameters, torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
     else
       optimizer = std::make_unique<torch::optim::SGD>(
           parameters, torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4).nesterov(true));

@@ -10,15 +10,18 @@ TEST_CASE("dropout keeps 1 - p of the elements, scaled, reproducibly, with the m
     const torch::Tensor y = mpt::ops::dropout(x, 0.1, /*training=*/true);
     const torch::Tensor kept = y.ne(0);
     CHECK(kept.to(torch::kDouble).mean().item<double>() == Approx(0.9).margin(0.002));  // 1e6 draws: sd 3e-4
-    CHECK(y.masked_select(kept).to(torch::kFloat).eq(static_cast<float>(torch::tensor(1.0 / 0.9, dtype).item<float>()))
-              .all().item<bool>());
+    CHECK(y.masked_select(kept)
+              .to(torch::kFloat)
+              .eq(static_cast<float>(torch::tensor(1.0 / 0.9, dtype).item<float>()))
+              .all()
+              .item<bool>());
     // Rows and columns are not correlated (a per-row or per-column pattern would show here).
     const torch::Tensor row_rate = kept.to(torch::kDouble).mean(1), column_rate = kept.to(torch::kDouble).mean(0);
     CHECK(row_rate.std().item<double>() < 0.02);
     CHECK(column_rate.std().item<double>() < 0.02);
 
     torch::manual_seed(3);
-    CHECK(torch::equal(mpt::ops::dropout(x, 0.1, true), y));  // the same seed, the same mask
+    CHECK(torch::equal(mpt::ops::dropout(x, 0.1, true), y));        // the same seed, the same mask
     CHECK_FALSE(torch::equal(mpt::ops::dropout(x, 0.1, true), y));  // the next call draws a new one
   }
   const torch::Tensor x = torch::randn({64, 32}).requires_grad_();

@@ -27,7 +27,7 @@ std::vector<Value> finite_values(Float8 format) {
   for (int code = 0; code < 128; ++code) {
     const int exponent = code >> mantissa_bits, mantissa = code & ((1 << mantissa_bits) - 1);
     if (e4m3 && exponent == max_exponent && mantissa == (1 << mantissa_bits) - 1) continue;  // NaN
-    if (!e4m3 && exponent == max_exponent) continue;                                        // Inf, NaN
+    if (!e4m3 && exponent == max_exponent) continue;                                         // Inf, NaN
     const double fraction = static_cast<double>(mantissa) / (1 << mantissa_bits);
     const double magnitude = exponent == 0 ? std::ldexp(fraction, 1 - bias) : std::ldexp(1 + fraction, exponent - bias);
     values.push_back({magnitude, mantissa % 2 == 0});
@@ -41,7 +41,8 @@ std::vector<Value> finite_values(Float8 format) {
 double round_reference(double x, const std::vector<Value>& values) {
   if (x >= values.back().value) return values.back().value;
   if (x <= values.front().value) return values.front().value;
-  const auto above = std::lower_bound(values.begin(), values.end(), x, [](const Value& v, double t) { return v.value < t; });
+  const auto above =
+      std::lower_bound(values.begin(), values.end(), x, [](const Value& v, double t) { return v.value < t; });
   if (above->value == x) return x;
   const auto below = above - 1;
   const double down = x - below->value, up = above->value - x;
@@ -64,8 +65,7 @@ TEST_CASE("the FP8 formats: E4M3 tops out at 448 with no infinities, E5M2 at 573
   CHECK(e5m2.size() == 247);  // 256 less 6 NaNs and 2 infinities, one zero
 }
 
-TEST_CASE("every FP8 value survives the cast, and any other rounds to the nearest, ties to even",
-          "[fast][ops][fp8]") {
+TEST_CASE("every FP8 value survives the cast, and any other rounds to the nearest, ties to even", "[fast][ops][fp8]") {
   for (Float8 format : {Float8::kE4M3, Float8::kE5M2}) {
     INFO(mpt::ops::float8_format(format).name);
     const auto values = finite_values(format);
@@ -96,8 +96,10 @@ TEST_CASE("every FP8 value survives the cast, and any other rounds to the neares
   }
 }
 
-TEST_CASE("the cast saturates beyond the range instead of making NaN or Inf, counts what it saturates, and keeps "
-          "NaN", "[fast][ops][fp8]") {
+TEST_CASE(
+    "the cast saturates beyond the range instead of making NaN or Inf, counts what it saturates, and keeps "
+    "NaN",
+    "[fast][ops][fp8]") {
   const torch::Tensor x = torch::tensor({1e6f, -1e6f, 500.0f, 3.0f, std::nanf("")});
   const torch::Tensor e4m3 = mpt::ops::to_float8(x, one(), Float8::kE4M3).to(torch::kFloat);
   CHECK(e4m3[0].item<float>() == 448.0f);
@@ -109,7 +111,9 @@ TEST_CASE("the cast saturates beyond the range instead of making NaN or Inf, cou
   CHECK(e5m2[0].item<float>() == 57344.0f);
   CHECK(e5m2[3].item<float>() == 3072.0f);  // 3000 rounds to 3072 = 1.5 x 2^11
   // The scale multiplies before rounding: 3 x 0.25 = 0.75 is exact in both formats.
-  CHECK(mpt::ops::to_float8(torch::tensor({3.0f}), torch::full({}, 0.25f), Float8::kE4M3).to(torch::kFloat).item<float>() == 0.75f);
+  CHECK(mpt::ops::to_float8(torch::tensor({3.0f}), torch::full({}, 0.25f), Float8::kE4M3)
+            .to(torch::kFloat)
+            .item<float>() == 0.75f);
 }
 
 TEST_CASE("an FP8 GEMM's error against FP32 stays within the formats' rounding bound", "[fast][ops][fp8]") {
@@ -126,7 +130,8 @@ TEST_CASE("an FP8 GEMM's error against FP32 stays within the formats' rounding b
     // Each operand's relative rounding error is at most half an ulp: 2^-4 (E4M3) or 2^-3 (E5M2), above the
     // subnormals, which these scaled values stay clear of in all but a few elements (covered by the FP32 term).
     const double u_a = a_format == Float8::kE4M3 ? 1.0 / 16 : 1.0 / 8, u_b = 1.0 / 16;
-    const torch::Tensor bound = (u_a + u_b + u_a * u_b) * torch::mm(a.abs().to(torch::kDouble), b.abs().to(torch::kDouble).t()) + 1e-2;
+    const torch::Tensor bound =
+        (u_a + u_b + u_a * u_b) * torch::mm(a.abs().to(torch::kDouble), b.abs().to(torch::kDouble).t()) + 1e-2;
     const torch::Tensor error = (c.to(torch::kDouble) - exact).abs();
     INFO(f.name << ": worst error / bound " << (error / bound).max().item<double>());
     CHECK((error <= bound).all().item<bool>());

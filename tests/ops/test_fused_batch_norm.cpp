@@ -23,8 +23,7 @@ torch::Tensor bf16_channels_last(const torch::Tensor& t) {
 
 // Largest |a - b| over the elements, relative to max |b|.
 double relative_max(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() / b.to(torch::kDouble).abs().max())
-      .item<double>();
+  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() / b.to(torch::kDouble).abs().max()).item<double>();
 }
 
 }  // namespace
@@ -48,8 +47,9 @@ TEST_CASE("fused batch norm, add and ReLU match FP64 math: output, every gradien
       norm->bias.uniform_(-1.0, 1.0);
     }
     // A mean far from 0 per channel, so centring matters.
-    const torch::Tensor x = bf16_channels_last(torch::randn({4, channels, 5, 5}) * 3 + torch::randn({1, channels, 1, 1}) * 20)
-                                .requires_grad_();
+    const torch::Tensor x =
+        bf16_channels_last(torch::randn({4, channels, 5, 5}) * 3 + torch::randn({1, channels, 1, 1}) * 20)
+            .requires_grad_();
     const torch::Tensor residual =
         has_residual ? bf16_channels_last(torch::randn({4, channels, 5, 5})).requires_grad_() : torch::Tensor();
     const torch::Tensor upstream = bf16_channels_last(torch::randn({4, channels, 5, 5}));
@@ -71,14 +71,14 @@ TEST_CASE("fused batch norm, add and ReLU match FP64 math: output, every gradien
     y64.backward(upstream.to(torch::kDouble));
 
     // The output is rounded once: within half a BF16 ulp (at most 2^-8 relative) of the FP64 value, plus FP32's
-  // error.
+    // error.
     const torch::Tensor error = (y.to(torch::kDouble) - y64).abs();
     CHECK((error <= y64.abs() * std::ldexp(1.0, -8) + 1e-4).all().item<bool>());
     // The input gradient is rounded to BF16 once too; the parameters' gradients stay FP32.
     CHECK(x.grad().scalar_type() == torch::kBFloat16);
     CHECK(relative_max(x.grad(), x64.grad()) < 1e-2);
-    CHECK(((x.grad().to(torch::kDouble) - x64.grad()).abs() <= x64.grad().abs() * std::ldexp(1.0, -8) +
-                                                                   1e-3 * x64.grad().abs().max())
+    CHECK(((x.grad().to(torch::kDouble) - x64.grad()).abs() <=
+           x64.grad().abs() * std::ldexp(1.0, -8) + 1e-3 * x64.grad().abs().max())
               .all()
               .item<bool>());
     CHECK(relative_max(norm->weight.grad(), w64.grad()) < 1e-5);
@@ -129,7 +129,7 @@ TEST_CASE("fused batch norm leaves to LibTorch what it does not cover", "[fast][
   CHECK_FALSE(can_fuse_batch_norm(*norm, x, x.to(torch::kFloat)));                              // residual dtype
   CHECK_FALSE(can_fuse_batch_norm(*norm, x, bf16_channels_last(torch::randn({2, 32, 2, 2}))));  // residual size
   torch::nn::BatchNorm2d odd(24);
-  CHECK_FALSE(can_fuse_batch_norm(*odd, bf16_channels_last(torch::randn({2, 24, 4, 4})), {}));  // 24 channels
+  CHECK_FALSE(can_fuse_batch_norm(*odd, bf16_channels_last(torch::randn({2, 24, 4, 4})), {}));   // 24 channels
   CHECK_FALSE(can_fuse_batch_norm(*norm, bf16_channels_last(torch::randn({1, 32, 1, 1})), {}));  // one value
   norm->eval();
   CHECK_FALSE(can_fuse_batch_norm(*norm, x, {}));
@@ -140,8 +140,8 @@ TEST_CASE("a BF16 channels-last ResNet-18 in training runs every norm through th
   config.name = "resnet18";
   config.resnet.channels_last = true;
   torch::manual_seed(2);
-  mpt::models::Model model = mpt::models::build_model(config, mpt::testing::image_sample(3, 32, 10),
-                                                      mpt::precision::ModulePolicy({"fc"}));
+  mpt::models::Model model =
+      mpt::models::build_model(config, mpt::testing::image_sample(3, 32, 10), mpt::precision::ModulePolicy({"fc"}));
   model->train();
   const torch::Tensor x = torch::randn({8, 3, 32, 32});
   torch::Tensor logits;

@@ -32,8 +32,10 @@ void backward_step(const std::vector<torch::Tensor>& parameters, int step) {
 enum class Path { own_step, multi_tensor };
 
 void take_step(torch::optim::Optimizer& optimizer, Path path) {
-  if (path == Path::own_step) optimizer.step();
-  else REQUIRE(mpt::ops::multi_tensor_step(optimizer));
+  if (path == Path::own_step)
+    optimizer.step();
+  else
+    REQUIRE(mpt::ops::multi_tensor_step(optimizer));
 }
 
 template <typename Reference, typename Fused, typename Options>
@@ -65,8 +67,7 @@ void check_matches(const Options& options, Path path = Path::own_step) {
   resumed.load(archive);
   backward_step(expected, 26), backward_step(resumed_parameters, 26);
   reference.step(), take_step(resumed, path);
-  for (size_t i = 0; i < expected.size(); ++i)
-    CHECK(torch::allclose(resumed_parameters[i], expected[i], 1e-5, 1e-5));
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(torch::allclose(resumed_parameters[i], expected[i], 1e-5, 1e-5));
 }
 
 }  // namespace
@@ -93,14 +94,14 @@ TEST_CASE("the multi-tensor step GPU parameters take matches LibTorch's Adam, Ad
   using torch::optim::SGDOptions;
   check_matches<torch::optim::Adam, mpt::ops::FusedAdam>(torch::optim::AdamOptions(0.01), Path::multi_tensor);
   check_matches<torch::optim::Adam, mpt::ops::FusedAdam>(torch::optim::AdamOptions(0.01).weight_decay(0.1),
-                                                           Path::multi_tensor);
-  check_matches<torch::optim::AdamW, mpt::ops::FusedAdamW>(torch::optim::AdamWOptions(0.01).weight_decay(0.05),
-                                                             Path::multi_tensor);
-  check_matches<torch::optim::SGD, mpt::ops::FusedSgd>(SGDOptions(0.01), Path::multi_tensor);
-  check_matches<torch::optim::SGD, mpt::ops::FusedSgd>(
-      SGDOptions(0.01).momentum(0.9).nesterov(true).weight_decay(5e-4), Path::multi_tensor);
-  check_matches<torch::optim::SGD, mpt::ops::FusedSgd>(SGDOptions(0.02).momentum(0.5).dampening(0.3),
                                                          Path::multi_tensor);
+  check_matches<torch::optim::AdamW, mpt::ops::FusedAdamW>(torch::optim::AdamWOptions(0.01).weight_decay(0.05),
+                                                           Path::multi_tensor);
+  check_matches<torch::optim::SGD, mpt::ops::FusedSgd>(SGDOptions(0.01), Path::multi_tensor);
+  check_matches<torch::optim::SGD, mpt::ops::FusedSgd>(SGDOptions(0.01).momentum(0.9).nesterov(true).weight_decay(5e-4),
+                                                       Path::multi_tensor);
+  check_matches<torch::optim::SGD, mpt::ops::FusedSgd>(SGDOptions(0.02).momentum(0.5).dampening(0.3),
+                                                       Path::multi_tensor);
 
   // amsgrad keeps LibTorch's own step, untouched by the multi-tensor one.
   auto parameters = make_parameters();

@@ -81,8 +81,10 @@ TEST_CASE("clip_grad_norm clips as clip_grad_norm_ does, and its norm stays a te
     for (size_t i = 0; i < grads.size(); ++i) {
       CAPTURE(i);
       CHECK(grads[i].scalar_type() == expected[i].scalar_type());
-      if (max_norm > reference_norm) CHECK(grads[i].equal(expected[i]));  // a factor of exactly 1
-      else CHECK(torch::allclose(grads[i].to(torch::kFloat), expected[i].to(torch::kFloat), 1e-5, 1e-7));
+      if (max_norm > reference_norm)
+        CHECK(grads[i].equal(expected[i]));  // a factor of exactly 1
+      else
+        CHECK(torch::allclose(grads[i].to(torch::kFloat), expected[i].to(torch::kFloat), 1e-5, 1e-7));
     }
     if (max_norm < reference_norm) CHECK(global_l2_norm(grads) == Approx(max_norm).epsilon(1e-3));
   }

@@ -84,7 +84,8 @@ TEST_CASE("across ranks the overflow and stop flags are agreed with one all-redu
 }
 
 TEST_CASE("the diverged advice suggests FP32 only for layers that do not compute in it already", "[fast][precision]") {
-  const std::vector<NonfiniteGrad> culprits = {{"hidden.0.weight", 3, 0.5}, {"head.weight", 1, 0.1}, {"head.bias", 1, 0.1}};
+  const std::vector<NonfiniteGrad> culprits = {
+      {"hidden.0.weight", 3, 0.5}, {"head.weight", 1, 0.1}, {"head.bias", 1, 0.1}};
   const std::string advice =
       divergence_advice(culprits, [](const std::string& parameter) { return parameter.rfind("head.", 0) == 0; });
   CHECK(advice ==

@@ -32,7 +32,9 @@ struct ReferenceDelayedScale {
 };
 
 struct OneLinear : torch::nn::Module {
-  OneLinear(int64_t in, int64_t out, const std::string& name) { layer = register_module(name, torch::nn::Linear(in, out)); }
+  OneLinear(int64_t in, int64_t out, const std::string& name) {
+    layer = register_module(name, torch::nn::Linear(in, out));
+  }
   torch::nn::Linear layer{nullptr};
 };
 
@@ -45,8 +47,8 @@ TEST_CASE("delayed scaling follows the rule step by step: history window, margin
   config.margin = 1;
   Fp8Scale scale(mpt::ops::Float8::kE4M3, config, torch::kCPU);
   ReferenceDelayedScale reference{4, 448.0, 1};
-  const float amaxes[] = {2.0f, 8.0f, 1.0f, 0.5f, 0.25f, std::numeric_limits<float>::infinity(), 0.125f, 3.0f, 0.0f,
-                          0.0f, 0.0f, 0.0f, 0.0f};
+  const float amaxes[] = {2.0f, 8.0f, 1.0f, 0.5f, 0.25f, std::numeric_limits<float>::infinity(), 0.125f, 3.0f,
+                          0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   for (float amax : amaxes) {
     const torch::Tensor x = torch::tensor({amax, -amax / 2});
     const torch::Tensor used = scale.scale_for(x, /*record=*/true);
@@ -84,8 +86,10 @@ TEST_CASE("a layer runs in FP8 unless it is an FP32 island or a dimension is not
   CHECK(verdicts[2].why_not == "FP32: an FP32 island (precision.fp32_modules)");
 }
 
-TEST_CASE("an FP8 layer's output and gradients match FP32 within E4M3's and E5M2's rounding, and its scales "
-          "are checkpointable state", "[fast][precision][fp8]") {
+TEST_CASE(
+    "an FP8 layer's output and gradients match FP32 within E4M3's and E5M2's rounding, and its scales "
+    "are checkpointable state",
+    "[fast][precision][fp8]") {
   torch::manual_seed(11);
   OneLinear model(64, 32, "proj");
   Fp8Config config;
@@ -109,7 +113,7 @@ TEST_CASE("an FP8 layer's output and gradients match FP32 within E4M3's and E5M2
     CHECK(fp8.state()[0].first == "fp8.proj.input.history");
     policy.router().attach(nullptr);
   }
-  CHECK(y.scalar_type() == torch::kBFloat16);  // FP8 GEMMs output BF16
+  CHECK(y.scalar_type() == torch::kBFloat16);      // FP8 GEMMs output BF16
   CHECK(grads[1].scalar_type() == torch::kFloat);  // the FP32 weight's gradient stays FP32
   const double e4m3 = 1.0 / 16, e5m2 = 1.0 / 8, bf16 = 1.0 / 256;
   auto within = [](const torch::Tensor& got, const torch::Tensor& want, const torch::Tensor& scale, double u) {
@@ -149,8 +153,10 @@ TEST_CASE("a tiny amax gives FP32's largest scale, as Transformer Engine clamps 
   CHECK(now.scale_for(torch::tensor({1e-38f}), true).item<float>() == largest);
 }
 
-TEST_CASE("saved FP8 state is checked before a resume: non-finite, zero, denormal or huge scales, bad amaxes, "
-          "and a delayed scale its history does not give", "[fast][precision][fp8]") {
+TEST_CASE(
+    "saved FP8 state is checked before a resume: non-finite, zero, denormal or huge scales, bad amaxes, "
+    "and a delayed scale its history does not give",
+    "[fast][precision][fp8]") {
   OneLinear model(32, 16, "proj");
   Fp8Config config;
   Fp8Gemms fp8(config, model, ModulePolicy(), torch::kCPU);

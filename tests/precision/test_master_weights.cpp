@@ -95,7 +95,8 @@ TEST_CASE("master_weights keeps FP32 the modules inside an island, so BERT's MLM
   CHECK(params["bert.encoder.layer.0.attention.self.query.weight"].dtype() == torch::kBFloat16);
   // Tied to the FP32 decoder, so kept FP32: its own master, no per-step widening for the head.
   CHECK(params["bert.embeddings.word_embeddings.weight"].dtype() == torch::kFloat);
-  CHECK(master.masters()["bert.embeddings.word_embeddings.weight"].is_same(params["bert.embeddings.word_embeddings.weight"]));
+  CHECK(master.masters()["bert.embeddings.word_embeddings.weight"].is_same(
+      params["bert.embeddings.word_embeddings.weight"]));
   CHECK(params["bert.embeddings.position_embeddings.weight"].dtype() == torch::kBFloat16);
 
   const torch::Tensor ids = torch::randint(5, 50, {2, 8}, torch::kLong);

@@ -50,7 +50,8 @@ TEST_CASE("an MXFP8 layer's forward, input gradient and weight gradient block ea
   policy.router().attach(nullptr);
 }
 
-TEST_CASE("an MXFP8 layer of sizes that are not whole blocks pads each reduction with zeros", "[fast][precision][mxfp8]") {
+TEST_CASE("an MXFP8 layer of sizes that are not whole blocks pads each reduction with zeros",
+          "[fast][precision][mxfp8]") {
   torch::manual_seed(6);
   OneLinear model(40, 24);  // K = 40, N = 24, and M = 10 rows: no dimension is a whole block
   const ModulePolicy policy;
@@ -63,7 +64,8 @@ TEST_CASE("an MXFP8 layer of sizes that are not whole blocks pads each reduction
   auto padded = [](const torch::Tensor& t) { return torch::constant_pad_nd(t, {0, (32 - t.size(1) % 32) % 32}); };
   const torch::Tensor dy = g.to(torch::kBFloat16).to(torch::kFloat);
   CHECK(torch::equal(y, torch::mm(mx(padded(x.detach())), mx(padded(w)).t()).to(torch::kBFloat16)));
-  CHECK(torch::equal(grads[1], torch::mm(mx(padded(dy.t().contiguous())), mx(padded(x.detach().t().contiguous())).t())));
+  CHECK(
+      torch::equal(grads[1], torch::mm(mx(padded(dy.t().contiguous())), mx(padded(x.detach().t().contiguous())).t())));
   CHECK(grads[0].sizes() == x.sizes());
   policy.router().attach(nullptr);
 }

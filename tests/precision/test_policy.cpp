@@ -47,7 +47,8 @@ TEST_CASE("fp32 mode does not autocast", "[fast][precision]") {
   CHECK(compute_dtype(Mode::kMixedFp16) == torch::kHalf);
 }
 
-TEST_CASE("check_numerics names the first module whose output overflowed, with dtype and input range", "[fast][precision]") {
+TEST_CASE("check_numerics names the first module whose output overflowed, with dtype and input range",
+          "[fast][precision]") {
   mpt::models::MlpConfig config;
   config.in_features = 4;
   config.hidden_sizes = {8, 8};

@@ -55,7 +55,8 @@ TEST_CASE("device auto and loss-scale auto resolve, and say why", "[fast][config
   CHECK_THAT(gpu.origin("precision.mode"), Catch::Contains("compute capability 7.0"));
 }
 
-TEST_CASE("strategy auto: master weights for mixed precision on the CPU, autocast on a GPU and in FP32", "[fast][config]") {
+TEST_CASE("strategy auto: master weights for mixed precision on the CPU, autocast on a GPU and in FP32",
+          "[fast][config]") {
   Spec cpu = resolved({"precision.mode=mixed", "precision.strategy=auto"}, kBf16Cpu);
   CHECK(cpu.get_string("precision.strategy") == "master_weights");
   CHECK_THAT(cpu.origin("precision.strategy"), Catch::Contains("auto: mixed precision on the CPU"));
@@ -68,8 +69,8 @@ TEST_CASE("strategy auto: master weights for mixed precision on the CPU, autocas
 }
 
 TEST_CASE("impossible combinations are spec errors, all at once", "[fast][config]") {
-  std::string message = resolve_error({"precision.mode=mixed_fp16", "train.epochs=0", "data.root=/nonexistent"},
-                                      kBf16Cpu);
+  std::string message =
+      resolve_error({"precision.mode=mixed_fp16", "train.epochs=0", "data.root=/nonexistent"}, kBf16Cpu);
   CHECK_THAT(message, Catch::Contains("3 errors"));
   CHECK_THAT(message, Catch::Contains("mixed_fp16 needs device.type cuda"));
   CHECK_THAT(message, Catch::Contains("train.epochs and train.max_steps are both 0"));

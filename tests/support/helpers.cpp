@@ -109,7 +109,8 @@ nlohmann::json read_json(const std::string& path) {
 std::vector<std::pair<int64_t, double>> metric_series(const std::string& run_dir, const std::string& field) {
   std::vector<std::pair<int64_t, double>> series;
   for (const auto& record : read_jsonl(run_dir + "/metrics.jsonl"))
-    if (record.value("kind", "") == "train") series.emplace_back(record["step"].get<int64_t>(), record[field].get<double>());
+    if (record.value("kind", "") == "train")
+      series.emplace_back(record["step"].get<int64_t>(), record[field].get<double>());
   return series;
 }
 
@@ -156,12 +157,15 @@ std::string markup_problem(const std::string& page) {
     if (close == std::string::npos) return "unterminated tag at offset " + std::to_string(i);
     std::string tag = page.substr(i + 1, close - i - 1);
     i = close;
-    if (tag.empty() || std::isspace(static_cast<unsigned char>(tag[0]))) return "stray '<' before offset " + std::to_string(close);
+    if (tag.empty() || std::isspace(static_cast<unsigned char>(tag[0])))
+      return "stray '<' before offset " + std::to_string(close);
     const bool closing = tag[0] == '/', self_closing = tag.back() == '/';
-    const std::string name = tag.substr(closing ? 1 : 0, tag.find_first_of(" \t\n/>", closing ? 1 : 0) - (closing ? 1 : 0));
+    const std::string name =
+        tag.substr(closing ? 1 : 0, tag.find_first_of(" \t\n/>", closing ? 1 : 0) - (closing ? 1 : 0));
     if (closing) {
       if (open.empty() || open.back() != name)
-        return "</" + name + "> at offset " + std::to_string(close) + " closes " + (open.empty() ? "nothing" : "<" + open.back() + ">");
+        return "</" + name + "> at offset " + std::to_string(close) + " closes " +
+               (open.empty() ? "nothing" : "<" + open.back() + ">");
       open.pop_back();
     } else if (!self_closing && std::find(kVoid.begin(), kVoid.end(), name) == kVoid.end()) {
       open.push_back(name);

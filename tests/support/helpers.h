@@ -13,10 +13,10 @@
 
 // Ends the running test as *skipped*: ctest matches the line (SKIP_REGULAR_EXPRESSION, tests/CMakeLists.txt)
 // and reports the test skipped, never passed. For a dependency or a device this machine lacks.
-#define MPT_SKIP(reason)                                             \
-  do {                                                               \
-    std::cout << "MPT-SKIPPED: " << reason << std::endl;             \
-    return;                                                          \
+#define MPT_SKIP(reason)                                 \
+  do {                                                   \
+    std::cout << "MPT-SKIPPED: " << reason << std::endl; \
+    return;                                              \
   } while (0)
 
 namespace mpt::testing {

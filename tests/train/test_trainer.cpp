@@ -41,11 +41,17 @@ struct Harness {
   }
 
   static run::ExperimentConfig read(const std::vector<std::string>& overrides) {
-    std::vector<std::string> all = {"model.hidden_sizes=[32]", "data.batch_size=16", "train.log_every_steps=2",
-                                    "checkpoint.every_steps=4", "train.max_steps=8", "precision.mode=mixed_bf16",
-                                    "precision.strategy=master_weights", "precision.loss_scale.mode=dynamic"};
+    std::vector<std::string> all = {"model.hidden_sizes=[32]",
+                                    "data.batch_size=16",
+                                    "train.log_every_steps=2",
+                                    "checkpoint.every_steps=4",
+                                    "train.max_steps=8",
+                                    "precision.mode=mixed_bf16",
+                                    "precision.strategy=master_weights",
+                                    "precision.loss_scale.mode=dynamic"};
     all.insert(all.end(), overrides.begin(), overrides.end());
-    config::Spec spec = config::parse_spec("data:\n  root: " + testing::kFashionMnistRoot + "\n", "/specs/tiny.yaml", all);
+    config::Spec spec =
+        config::parse_spec("data:\n  root: " + testing::kFashionMnistRoot + "\n", "/specs/tiny.yaml", all);
     run::resolve_spec(spec, hardware::Facts{false, 0, false});
     return run::read_sections(spec);
   }

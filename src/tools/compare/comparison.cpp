@@ -63,8 +63,8 @@ SideStats side_stats(const std::vector<RunRecord>& runs, double target) {
     const auto smoothed = trailing_mean(loss.values, convergence_window(loss.size()));
     if (auto index = first_at_or_below(smoothed, target)) {
       side.steps_to_target = loss.steps[*index];
-      const auto seconds = elapsed_seconds(first.samples_per_sec.steps, first.samples_per_sec.values,
-                                           first.global_batch_size());
+      const auto seconds =
+          elapsed_seconds(first.samples_per_sec.steps, first.samples_per_sec.values, first.global_batch_size());
       if (*index < seconds.size()) side.seconds_to_target = seconds[*index];
     }
   }
@@ -103,8 +103,8 @@ std::vector<std::string> suspects(const std::vector<RunRecord>& runs) {
   for (const auto& [name, count] : activations)
     ranked.emplace_back(count, fmt::format("{} (first non-finite forward output, {}x)", name, count));
   for (const auto& [name, count] : grads)
-    ranked.emplace_back(count, fmt::format("{} (non-finite gradient on {} skipped step{})", name, count,
-                                           count == 1 ? "" : "s"));
+    ranked.emplace_back(
+        count, fmt::format("{} (non-finite gradient on {} skipped step{})", name, count, count == 1 ? "" : "s"));
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& l, const auto& r) { return l.first > r.first; });
   std::vector<std::string> out;
   for (size_t i = 0; i < ranked.size() && i < 5; ++i) out.push_back(ranked[i].second);
@@ -231,8 +231,10 @@ Comparison compare_runs(const std::vector<RunRecord>& a_runs, const std::vector<
   judge_training(c);
 
   if (c.verdict == Verdict::kFail && !c.suspects.empty())
-    c.notes.push_back("the precision engine named these layers in B's run; consider keeping them in FP32 "
-                      "(precision.fp32_modules): " + fmt::format("{}", fmt::join(c.suspects, "; ")));
+    c.notes.push_back(
+        "the precision engine named these layers in B's run; consider keeping them in FP32 "
+        "(precision.fp32_modules): " +
+        fmt::format("{}", fmt::join(c.suspects, "; ")));
   return c;
 }
 
@@ -327,9 +329,10 @@ void use_speed_rounds(Comparison& c, const SpeedRounds& rounds) {
   std::sort(sorted.begin(), sorted.end());
   const size_t n = sorted.size();
   const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  c.notes.push_back(fmt::format("speed-up {:.2f}x: the median of {} interleaved `mpt bench` rounds (B/A {:.2f}x to "
-                                "{:.2f}x); the training runs' own means gave {:.2f}x",
-                                median, n, sorted.front(), sorted.back(), c.speedup));
+  c.notes.push_back(
+      fmt::format("speed-up {:.2f}x: the median of {} interleaved `mpt bench` rounds (B/A {:.2f}x to "
+                  "{:.2f}x); the training runs' own means gave {:.2f}x",
+                  median, n, sorted.front(), sorted.back(), c.speedup));
   c.speedup = median;
   c.speed_source = "interleaved";
 }

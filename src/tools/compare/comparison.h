@@ -41,8 +41,8 @@ struct SideStats {
   double median_step_ms = 0.0;
   double peak_memory_bytes = 0.0;  // the training steps' peak
   double eval_peak_bytes = 0.0, checkpoint_peak_bytes = 0.0, process_peak_bytes = 0.0;
-  std::string memory_kind;         // "CPU tensors" or "CUDA allocator"; empty from a run before phases were kept
-  int64_t max_batch = 0;           // the largest batch within Comparison::max_batch_budget_bytes (0: not measured)
+  std::string memory_kind;  // "CPU tensors" or "CUDA allocator"; empty from a run before phases were kept
+  int64_t max_batch = 0;    // the largest batch within Comparison::max_batch_budget_bytes (0: not measured)
   double wall_time_sec = 0.0;
   std::string loss_scale_mode;
   int64_t backoffs = 0;
@@ -54,7 +54,7 @@ struct SideStats {
 
 enum class Verdict { kPass, kFail, kRunFailed };
 const char* verdict_name(Verdict verdict);  // PASS, FAIL, RUN FAILED
-int verdict_exit_code(Verdict verdict);      // 0, 3, 1
+int verdict_exit_code(Verdict verdict);     // 0, 3, 1
 
 struct Comparison {
   SideStats a;
@@ -64,17 +64,17 @@ struct Comparison {
   double convergence_target = NAN;  // A's smoothed train loss at thresholds.convergence_point of its steps
   double accuracy_gap = NAN;        // B - A (absolute)
   double relative_accuracy_gap = NAN;
-  double accuracy_noise = 0.0;      // pooled seed-to-seed standard deviation (repeats > 1)
-  double speedup = NAN;             // B's samples/s over A's (the interleaved rounds' median when measured)
+  double accuracy_noise = 0.0;            // pooled seed-to-seed standard deviation (repeats > 1)
+  double speedup = NAN;                   // B's samples/s over A's (the interleaved rounds' median when measured)
   std::string speed_source = "training";  // "training" (each side's run, minutes apart) or "interleaved"
   std::vector<double> speed_ratios;       // B/A of each interleaved round
-  double step_time_ratio = NAN;     // B's median step over A's
-  double memory_ratio = NAN;        // B's training-step peak memory over A's
-  int64_t max_batch_budget_bytes = 0;  // when measured: the budget both sides' largest batch fits in
+  double step_time_ratio = NAN;           // B's median step over A's
+  double memory_ratio = NAN;              // B's training-step peak memory over A's
+  int64_t max_batch_budget_bytes = 0;     // when measured: the budget both sides' largest batch fits in
   Verdict verdict = Verdict::kPass;
-  std::vector<std::string> failures;  // why it failed; empty on PASS
-  std::vector<std::string> notes;     // what a reader should know either way
-  std::vector<std::string> suspects;  // layers the precision engine named in B's runs, most frequent first
+  std::vector<std::string> failures;             // why it failed; empty on PASS
+  std::vector<std::string> notes;                // what a reader should know either way
+  std::vector<std::string> suspects;             // layers the precision engine named in B's runs, most frequent first
   std::vector<std::string> allowed_differences;  // spec keys allowed to differ besides precision.*
 };
 

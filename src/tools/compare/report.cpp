@@ -36,7 +36,8 @@ std::string phase_peaks(const SideStats& s) {
 std::string scale_text(double scale) {
   if (!(scale > 0)) return "-";
   const double exponent = std::log2(scale);
-  return exponent == std::floor(exponent) ? fmt::format("2^{}", static_cast<int>(exponent)) : fmt::format("{:g}", scale);
+  return exponent == std::floor(exponent) ? fmt::format("2^{}", static_cast<int>(exponent))
+                                          : fmt::format("{:g}", scale);
 }
 
 std::string to_target(const SideStats& s) {
@@ -99,9 +100,11 @@ std::string verdict_line(const Comparison& c) {
 std::string render_terminal(const Comparison& c) {
   const std::vector<Row> table = rows(c);
   size_t w0 = 0, w1 = ("A: " + c.a.name).size(), w2 = ("B: " + c.b.name).size();
-  for (const Row& r : table) w0 = std::max(w0, r.label.size()), w1 = std::max(w1, r.a.size()), w2 = std::max(w2, r.b.size());
+  for (const Row& r : table)
+    w0 = std::max(w0, r.label.size()), w1 = std::max(w1, r.a.size()), w2 = std::max(w2, r.b.size());
   std::string out = fmt::format("{:<{}}  {:<{}}  {:<{}}  B vs A\n", "", w0, "A: " + c.a.name, w1, "B: " + c.b.name, w2);
-  for (const Row& r : table) out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", r.label, w0, r.a, w1, r.b, w2, r.versus);
+  for (const Row& r : table)
+    out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", r.label, w0, r.a, w1, r.b, w2, r.versus);
   out += verdict_line(c) + "\n";
   for (const auto& f : c.failures) out += "  FAIL: " + f + "\n";
   for (const auto& n : c.notes) out += "  note: " + n + "\n";
@@ -109,7 +112,8 @@ std::string render_terminal(const Comparison& c) {
 }
 
 std::string render_markdown(const Comparison& c) {
-  std::string out = fmt::format("# A/B comparison: {} (A) vs {} (B)\n\n**{}**\n\n", c.a.name, c.b.name, verdict_line(c));
+  std::string out =
+      fmt::format("# A/B comparison: {} (A) vs {} (B)\n\n**{}**\n\n", c.a.name, c.b.name, verdict_line(c));
   for (const auto& f : c.failures) out += "- FAIL: " + f + "\n";
   for (const auto& n : c.notes) out += "- Note: " + n + "\n";
   out += fmt::format("\n| measure | A: {} | B: {} | B vs A |\n|---|---|---|---|\n", c.a.name, c.b.name);
@@ -173,8 +177,8 @@ ChartSpec loss_scale_chart(const RunRecord& a, const RunRecord& b, const std::st
 // The FP8 scales each side logged (none unless precision.mode is fp8), one colour per role and side.
 ChartSpec fp8_scale_chart(const RunRecord& a, const RunRecord& b, const std::string& a_label,
                           const std::string& b_label) {
-  ChartSpec fp8{"chart-fp8-scale", "FP8 scales, smallest over the layers (precision.mode fp8)", "step", "scale",
-                true, {}, {}};
+  ChartSpec fp8{
+      "chart-fp8-scale", "FP8 scales, smallest over the layers (precision.mode fp8)", "step", "scale", true, {}, {}};
   const char* fp8_colors[2][3] = {{"#2ca02c", "#9467bd", "#d62728"}, {"#98df8a", "#c5b0d5", "#ff9896"}};  // A, B
   for (const auto* run : {&a, &b}) {
     const std::pair<const char*, const Curve*> roles[] = {{"input", &run->fp8_input_scale},
@@ -211,8 +215,13 @@ std::vector<ChartSpec> html_charts(const Comparison& c, const RunRecord& a, cons
   charts.push_back(loss_scale_chart(a, b, a_label, b_label));
   ChartSpec fp8 = fp8_scale_chart(a, b, a_label, b_label);
   if (!fp8.series.empty()) charts.push_back(std::move(fp8));
-  charts.push_back({"chart-throughput", "Throughput", "step", "samples/s", false,
-                    {series(a_label, kColorA, a.samples_per_sec), series(b_label, kColorB, b.samples_per_sec)}, {}});
+  charts.push_back({"chart-throughput",
+                    "Throughput",
+                    "step",
+                    "samples/s",
+                    false,
+                    {series(a_label, kColorA, a.samples_per_sec), series(b_label, kColorB, b.samples_per_sec)},
+                    {}});
   return charts;
 }
 

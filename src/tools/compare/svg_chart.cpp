@@ -20,7 +20,10 @@ std::vector<double> nice_ticks(double low, double high, int wanted = 5) {
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   double step = magnitude;
   for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * magnitude >= raw) { step = m * magnitude; break; }
+    if (m * magnitude >= raw) {
+      step = m * magnitude;
+      break;
+    }
   std::vector<double> ticks;
   for (double t = std::ceil(low / step) * step; t <= high + step * 1e-9; t += step)
     ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
@@ -133,7 +136,8 @@ std::string chart_axes(const ChartSpec& chart, const Frame& frame) {
       svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="middle">{}</text>)"
                          "\n",
                          frame.px(t), kTop + plot_h + 16, tick_label(t));
-  svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" class="axis" text-anchor="middle">{}</text>)" "\n",
+  svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" class="axis" text-anchor="middle">{}</text>)"
+                     "\n",
                      kLeft + plot_w / 2, kHeight - 8, xml_escape(chart.x_label));
   svg += fmt::format(R"svg(<text x="14" y="{:.1f}" class="axis" text-anchor="middle" )svg"
                      R"svg(transform="rotate(-90 14 {:.1f})">{}</text>)svg"
@@ -184,7 +188,8 @@ std::string chart_markers(const ChartSpec& chart, const Frame& frame) {
     const double y = transform_y(chart.log2_y, m.y);
     if (!std::isfinite(m.x) || !std::isfinite(y)) continue;
     const double x0 = frame.px(m.x), y0 = frame.py(y);
-    svg += fmt::format(R"(<path d="M{:.1f},{:.1f} l-4,-8 h8 z" fill="{}" class="marker"><title>{}</title></path>)" "\n",
+    svg += fmt::format(R"(<path d="M{:.1f},{:.1f} l-4,-8 h8 z" fill="{}" class="marker"><title>{}</title></path>)"
+                       "\n",
                        x0, y0, xml_escape(m.color), xml_escape(m.tooltip));
   }
   return svg;
@@ -196,7 +201,8 @@ std::string chart_legend(const ChartSpec& chart) {
   double legend_x = kLeft;
   for (const auto& s : chart.series) {
     svg += fmt::format(R"(<line x1="{:.1f}" y1="31" x2="{:.1f}" y2="31" stroke="{}" stroke-width="3"{}/>)"
-                       R"(<text x="{:.1f}" y="35" class="legend">{}</text>)" "\n",
+                       R"(<text x="{:.1f}" y="35" class="legend">{}</text>)"
+                       "\n",
                        legend_x, legend_x + 20, xml_escape(s.color), s.dashed ? R"( stroke-dasharray="5,3")" : "",
                        legend_x + 26, xml_escape(s.label));
     legend_x += 26 + 6.5 * static_cast<double>(s.label.size()) + 18;

@@ -27,7 +27,7 @@ struct ChartSpec {
   std::string title;
   std::string x_label;
   std::string y_label;
-  bool log2_y = false;       // loss scales: ticks at powers of two
+  bool log2_y = false;  // loss scales: ticks at powers of two
   std::vector<ChartSeries> series;
   std::vector<ChartMarker> markers;  // drawn as triangles, e.g. loss-scale backoffs
   bool x_from_zero = true;           // steps, nights: the x axis starts at 0

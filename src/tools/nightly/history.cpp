@@ -32,8 +32,9 @@ void append_history(const std::string& path, const nlohmann::json& record) {
     const int error = written < 0 ? write_error : (written == static_cast<ssize_t>(line.size()) ? errno : ENOSPC);
     const bool restored = ::ftruncate(fd, before.st_size) == 0;
     ::close(fd);
-    throw Error(fmt::format("cannot append to {}: {}{}", path, std::strerror(error),
-                            restored ? " (the history is as it was before)" : " (and cutting back the partial line failed)"));
+    throw Error(
+        fmt::format("cannot append to {}: {}{}", path, std::strerror(error),
+                    restored ? " (the history is as it was before)" : " (and cutting back the partial line failed)"));
   }
   ::close(fd);
 }
@@ -53,7 +54,8 @@ double median(std::vector<double> values) {
 namespace {
 
 double metric(const nlohmann::json& record, const char* key) {
-  if (!record.contains("metrics") || !record["metrics"].contains(key) || !record["metrics"][key].is_number()) return NAN;
+  if (!record.contains("metrics") || !record["metrics"].contains(key) || !record["metrics"][key].is_number())
+    return NAN;
   return record["metrics"][key].get<double>();
 }
 
@@ -126,7 +128,7 @@ struct Baseline {
     std::vector<double> values;
     for (auto it = previous.rbegin(); it != previous.rend() && static_cast<int>(values.size()) < rules.window; ++it)
       if (double v = metric(**it, key); (*it)->value("status", "") == "ok" && std::isfinite(v) &&
-                                         !(for_throughput && (loaded(**it) || !same_threads(**it))))
+                                        !(for_throughput && (loaded(**it) || !same_threads(**it))))
         values.push_back(v);
     return {values.empty() ? NAN : median(values), values.size()};
   }
@@ -147,9 +149,10 @@ void judge_throughput(const nlohmann::json& current, const Baseline& baseline, b
   const double throughput = metric(current, throughput_key);
   if (baseline.loaded(current)) {
     if (notes)
-      notes->push_back(fmt::format("{} not judged: other work took {:.0f}% of the job's cores while it ran (allowed "
-                                   "{:.0f}%; a job with fewer threads than cores leaves the rest to other work)",
-                                   throughput_key, 100 * intrusion(current), 100 * rules.max_other_cpu));
+      notes->push_back(
+          fmt::format("{} not judged: other work took {:.0f}% of the job's cores while it ran (allowed "
+                      "{:.0f}%; a job with fewer threads than cores leaves the rest to other work)",
+                      throughput_key, 100 * intrusion(current), 100 * rules.max_other_cpu));
   } else if (std::isfinite(throughput) && usual.value > 0 && throughput < usual.value * (1.0 - rules.throughput_drop)) {
     regressions.push_back(
         fmt::format("{} {:.4g} is {:.1f}% below the median {:.4g} of the last {} good night(s) "

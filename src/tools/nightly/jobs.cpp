@@ -53,14 +53,20 @@ nlohmann::json train_metrics(const nlohmann::json& s) {
     const auto& node = b ? (s[a].contains(b) ? s[a][b] : nlohmann::json(nullptr)) : s[a];
     return node.is_number() ? node : nlohmann::json(nullptr);
   };
-  return {{"accuracy", at("eval", "accuracy")},   {"eval_loss", at("eval", "loss")},
-          {"samples_per_sec", at("samples_per_sec")}, {"median_step_ms", at("step_time_ms", "median")},
+  return {{"accuracy", at("eval", "accuracy")},
+          {"eval_loss", at("eval", "loss")},
+          {"samples_per_sec", at("samples_per_sec")},
+          {"median_step_ms", at("step_time_ms", "median")},
           {"peak_memory_bytes", at("peak_memory_bytes")},  // the training steps'
           {"eval_peak_memory_bytes", at("memory", "evaluation_peak_bytes")},
           {"checkpoint_peak_memory_bytes", at("memory", "checkpoint_peak_bytes")},
-          {"process_peak_memory_bytes", at("memory", "process_peak_bytes")}, {"steps", at("steps")},
-          {"skipped_steps", at("skipped_steps")},     {"threads", at("threads")},     {"backoffs", at("loss_scale", "backoffs")},
-          {"min_scale", at("loss_scale", "min")},     {"final_scale", at("loss_scale", "final")}};
+          {"process_peak_memory_bytes", at("memory", "process_peak_bytes")},
+          {"steps", at("steps")},
+          {"skipped_steps", at("skipped_steps")},
+          {"threads", at("threads")},
+          {"backoffs", at("loss_scale", "backoffs")},
+          {"min_scale", at("loss_scale", "min")},
+          {"final_scale", at("loss_scale", "final")}};
 }
 
 // compare.json's numbers (null where a value is missing or not a number) and verdict; `problem` names the first
@@ -79,7 +85,8 @@ nlohmann::json ab_metrics(const nlohmann::json& c, std::string& problem) {
     return nullptr;
   };
   const nlohmann::json verdict = c.value("verdict", nlohmann::json("?"));
-  if (!verdict.is_string() && problem.empty()) problem = std::string("'verdict' is ") + verdict.type_name() + ", expected PASS or FAIL";
+  if (!verdict.is_string() && problem.empty())
+    problem = std::string("'verdict' is ") + verdict.type_name() + ", expected PASS or FAIL";
   return {{"verdict", verdict.is_string() ? verdict : nlohmann::json("?")},
           {"accuracy_gap", number({"accuracy_gap"})},
           {"speedup", number({"speedup"})},
@@ -93,9 +100,12 @@ nlohmann::json ab_metrics(const nlohmann::json& c, std::string& problem) {
 }  // namespace
 
 nlohmann::json job_to_json(const Job& job) {
-  return {{"name", job.name},         {"kind", job.kind},
-          {"specs", job.specs},       {"overrides", job.overrides},
-          {"allow_diff", job.allow_diff}, {"time_budget_sec", job.time_budget_sec},
+  return {{"name", job.name},
+          {"kind", job.kind},
+          {"specs", job.specs},
+          {"overrides", job.overrides},
+          {"allow_diff", job.allow_diff},
+          {"time_budget_sec", job.time_budget_sec},
           {"tags", job.tags}};
 }
 
@@ -119,7 +129,8 @@ double machine_busy_seconds() {
   std::string cpu;
   long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
   if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") return -1;
-  return static_cast<double>(user + nice + system + irq + softirq + steal) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return static_cast<double>(user + nice + system + irq + softirq + steal) /
+         static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 // CPU seconds of this process's finished children (and theirs): the job's own work.
@@ -165,10 +176,10 @@ bool time_train_job(const Job& job, const std::string& job_dir, int rounds, nloh
     process::ChildOptions options;
     options.log_path = job_dir + "/speed.log";
     options.own_process_group = true;
-    const nlohmann::json json =
-        process::run_bench(job.specs.at(0), job.overrides,
-                           {"--steps", std::to_string(steps), "--warmup", "10", "--no-peak"}, result, options,
-                           stop_requested).result;
+    const nlohmann::json json = process::run_bench(job.specs.at(0), job.overrides,
+                                                   {"--steps", std::to_string(steps), "--warmup", "10", "--no-peak"},
+                                                   result, options, stop_requested)
+                                    .result;
     if (!json.contains("samples_per_sec") || !json["samples_per_sec"].is_number()) return false;
     metrics["bench_rounds"].push_back(json["samples_per_sec"]);
   }
@@ -199,7 +210,8 @@ nlohmann::json run_job(const Job& job, const std::string& job_dir, int speed_rou
     args.insert(args.end(), {"ab-compare", job.specs.at(0), job.specs.at(1)});
     args.insert(args.end(), job.overrides.begin(), job.overrides.end());
     args.insert(args.end(), {"--out", job_dir});
-    if (!job.allow_diff.empty()) args.insert(args.end(), {"--allow-diff", fmt::format("{}", fmt::join(job.allow_diff, ","))});
+    if (!job.allow_diff.empty())
+      args.insert(args.end(), {"--allow-diff", fmt::format("{}", fmt::join(job.allow_diff, ","))});
   }
   process::ChildOptions options;
   options.log_path = job_dir + "/job.log";

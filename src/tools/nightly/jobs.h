@@ -19,7 +19,8 @@ Job job_from_json(const nlohmann::json& json);
 // run's mean swings from process to process; docs/nightly.md): metrics.bench_rounds, and their median
 // metrics.bench_samples_per_sec. `stop_requested` is
 // forwarded to the child as SIGTERM.
-nlohmann::json run_job(const Job& job, const std::string& job_dir, int speed_rounds, const volatile int* stop_requested);
+nlohmann::json run_job(const Job& job, const std::string& job_dir, int speed_rounds,
+                       const volatile int* stop_requested);
 
 // Times a train job's record again in `rounds` more bench runs: the median is then over all its rounds. For a
 // night that looks slower than usual, since the machine alone can run 10-14% slower for tens of seconds (all three

@@ -50,7 +50,8 @@ nlohmann::json read_state(const std::string& night_dir) {
 void write_state(const std::string& night_dir, const nlohmann::json& state) {
   const std::string text = state.dump(2) + "\n";
   if (parse_json(text) != state)
-    throw Error(night_dir + "/night.json: the night's state would not read back as written (a non-finite number?); "
+    throw Error(night_dir +
+                "/night.json: the night's state would not read back as written (a non-finite number?); "
                 "the previous state is kept");
   write_file_atomically(night_dir + "/night.json", text);
 }
@@ -74,7 +75,8 @@ bool night_is_good(const nlohmann::json& state) {
 uint64_t folder_bytes(const fs::path& dir) {
   uint64_t bytes = 0;
   std::error_code error;
-  for (auto it = fs::recursive_directory_iterator(dir, error); it != fs::recursive_directory_iterator(); it.increment(error))
+  for (auto it = fs::recursive_directory_iterator(dir, error); it != fs::recursive_directory_iterator();
+       it.increment(error))
     if (it->is_regular_file(error)) bytes += it->file_size(error);
   return bytes;
 }
@@ -148,8 +150,8 @@ std::string job_line(const nlohmann::json& record) {
   if (record.value("kind", "") == "train") {
     if (number("accuracy")) detail += fmt::format("  accuracy {:.4f}", metrics["accuracy"].get<double>());
     if (number("bench_samples_per_sec"))
-      detail += fmt::format("  {:.0f} samples/s (median of {} bench runs)", metrics["bench_samples_per_sec"].get<double>(),
-                            metrics["bench_rounds"].size());
+      detail += fmt::format("  {:.0f} samples/s (median of {} bench runs)",
+                            metrics["bench_samples_per_sec"].get<double>(), metrics["bench_rounds"].size());
     else if (number("samples_per_sec"))
       detail += fmt::format("  {:.0f} samples/s", metrics["samples_per_sec"].get<double>());
     if (number("peak_memory_bytes")) {
@@ -164,7 +166,8 @@ std::string job_line(const nlohmann::json& record) {
     if (number("speedup")) detail += fmt::format("  speed-up {:.2f}x", metrics["speedup"].get<double>());
   }
   if (status != "ok" && record.contains("reason")) detail += "  -- " + record["reason"].get<std::string>();
-  return fmt::format("  {:<12} {:<24} {:>7.1f} s{}", status, record.value("job", "?"), record.value("seconds", 0.0), detail);
+  return fmt::format("  {:<12} {:<24} {:>7.1f} s{}", status, record.value("job", "?"), record.value("seconds", 0.0),
+                     detail);
 }
 
 std::string summary_markdown(const nlohmann::json& summary) {
@@ -315,10 +318,14 @@ NightOutcome run_night(const Suite& suite, const std::string& root, const volati
 
   const NightTally tally = tally_night(runner.history(), night);
   const auto& [jobs, regressions, notes, failed] = tally;
-  outcome.summary = {{"suite", suite.name},       {"night", night},
+  outcome.summary = {{"suite", suite.name},
+                     {"night", night},
                      {"status", interrupted ? "interrupted" : "finished"},
-                     {"jobs", jobs},              {"failed", failed},
-                     {"regressions", regressions}, {"notes", notes}, {"recovered", recovered},
+                     {"jobs", jobs},
+                     {"failed", failed},
+                     {"regressions", regressions},
+                     {"notes", notes},
+                     {"recovered", recovered},
                      {"versions", {{"mpt", kVersion}, {"git", kGitHash}, {"libtorch", kTorchVersion}}}};
   outcome.exit_code = interrupted || failed > 0 ? kExitRunFailed : regressions.empty() ? kExitOk : kExitVerdictFailed;
   outcome.summary["exit_code"] = outcome.exit_code;

@@ -56,8 +56,10 @@ class SuiteReader {
       return out;
     }
     for (const auto& item : node) {
-      if (item.IsScalar()) out.push_back(item.as<std::string>());
-      else problem(item, key + ": expected a string");
+      if (item.IsScalar())
+        out.push_back(item.as<std::string>());
+      else
+        problem(item, key + ": expected a string");
     }
     return out;
   }

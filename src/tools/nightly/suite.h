@@ -8,19 +8,19 @@
 namespace mpt::nightly {
 
 struct Job {
-  std::string name;                    // unique in the suite; the job's folder in each night
-  std::string kind;                    // "train" or "ab_compare"
-  std::vector<std::string> specs;      // one for train, two (A, B) for ab_compare; absolute paths
-  std::vector<std::string> overrides;  // key=value, as on the command line
-  std::vector<std::string> allow_diff; // ab_compare only
-  double time_budget_sec = 0.0;        // 0: none
+  std::string name;                     // unique in the suite; the job's folder in each night
+  std::string kind;                     // "train" or "ab_compare"
+  std::vector<std::string> specs;       // one for train, two (A, B) for ab_compare; absolute paths
+  std::vector<std::string> overrides;   // key=value, as on the command line
+  std::vector<std::string> allow_diff;  // ab_compare only
+  double time_budget_sec = 0.0;         // 0: none
   std::vector<std::string> tags;
 };
 
 struct RegressionRules {
-  int window = 5;                  // compare with the median of the last N successful nights
-  double throughput_drop = 0.07;   // relative drop in samples/s (train) or speed-up (ab_compare)
-  double accuracy_drop = 0.005;    // absolute drop in test accuracy
+  int window = 5;                 // compare with the median of the last N successful nights
+  double throughput_drop = 0.07;  // relative drop in samples/s (train) or speed-up (ab_compare)
+  double accuracy_drop = 0.005;   // absolute drop in test accuracy
   // A job whose own cores other work took more than this share of (beyond the cores the job left idle: a train
   // job on fewer threads than cores) has its throughput neither judged nor used as a baseline: that work, not
   // mpt, set its speed.
@@ -34,8 +34,8 @@ struct Suite {
   std::string name;
   std::vector<Job> jobs;
   RegressionRules regression;
-  int keep_nights = 14;            // retention: the newest good night is kept beyond this
-  double disk_budget_gb = 0.0;     // 0: none; oldest nights go first (never the newest good one)
+  int keep_nights = 14;         // retention: the newest good night is kept beyond this
+  double disk_budget_gb = 0.0;  // 0: none; oldest nights go first (never the newest good one)
 };
 
 // Reads and validates SUITE.yaml; every problem is reported at once as a UsageError (exit 2) naming file:line.

@@ -14,7 +14,8 @@ namespace {
 using compare::xml_escape;
 
 double metric(const nlohmann::json& record, const char* key) {
-  if (!record.contains("metrics") || !record["metrics"].contains(key) || !record["metrics"][key].is_number()) return NAN;
+  if (!record.contains("metrics") || !record["metrics"].contains(key) || !record["metrics"][key].is_number())
+    return NAN;
   return record["metrics"][key].get<double>();
 }
 
@@ -61,8 +62,10 @@ th{background:#f3f3f3}.bad{color:#c62828;font-weight:bold}
 </head>
 <body>
 )";
-  html += fmt::format("<h1>mpt nightly: {}</h1>\n<p>{} record(s) in history.jsonl; red triangles mark failed or "
-                      "regressed nights.</p>\n", xml_escape(suite_name), history.size());
+  html += fmt::format(
+      "<h1>mpt nightly: {}</h1>\n<p>{} record(s) in history.jsonl; red triangles mark failed or "
+      "regressed nights.</p>\n",
+      xml_escape(suite_name), history.size());
   int index = 0;
   for (const auto& job : order) {
     const auto& records = by_job[job];
@@ -76,14 +79,16 @@ th{background:#f3f3f3}.bad{color:#c62828;font-weight:bold}
     } else {
       html += chart(id + "-accuracy", "Test accuracy", "accuracy", "accuracy", records);
       html += chart(id + "-throughput", "Throughput (training run)", "samples/s", "samples_per_sec", records);
-      html += chart(id + "-bench", "Throughput (median of the bench runs)", "samples/s", "bench_samples_per_sec", records);
+      html +=
+          chart(id + "-bench", "Throughput (median of the bench runs)", "samples/s", "bench_samples_per_sec", records);
       html += chart(id + "-memory", "Peak memory, training steps", "bytes", "peak_memory_bytes", records);
     }
     html += "</div>\n<table>\n<tr><th>#</th><th>night</th><th>status</th><th>seconds</th><th>regressions</th></tr>\n";
     for (size_t i = records.size() > 20 ? records.size() - 20 : 0; i < records.size(); ++i) {
       const auto& r = *records[i];
       std::string regressions;
-      for (const auto& text : r.value("regressions", nlohmann::json::array())) regressions += text.get<std::string>() + "; ";
+      for (const auto& text : r.value("regressions", nlohmann::json::array()))
+        regressions += text.get<std::string>() + "; ";
       const std::string status = r.value("status", "?");
       html += fmt::format("<tr><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{:.1f}</td><td>{}</td></tr>\n", i + 1,
                           xml_escape(r.value("night", "?")), status == "ok" ? "" : "bad", xml_escape(status),
