@@ -193,6 +193,11 @@ std::vector<KeySpec> training_keys() {
       resumable(integer("checkpoint.every_steps", "500", 0, kInf,
                         "Save every N steps (0 = only at the end); always at the end.")),
       resumable(integer("checkpoint.keep_last", "3", 1, kInf, "Keep the newest N checkpoints.")),
+      resumable(choice("memory.activation_checkpointing", "none", {"none", "full", "selective"},
+                       "Trade a second forward for activation memory: full keeps only each ResNet bottleneck's and "
+                       "BERT encoder layer's input and recomputes the rest in backward; selective (BERT) keeps the "
+                       "GEMM outputs and recomputes the attention core (scores, softmax, dropout, the product "
+                       "with V). Gradients are bit for bit those of none.")),
   };
 }
 

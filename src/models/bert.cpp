@@ -142,7 +142,10 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& ids) {
 }
 
 BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePolicy& policy, const std::string& prefix)
-    : heads_(config.heads), dropout_(config.dropout), policy_(policy) {
+    : heads_(config.heads),
+      dropout_(config.dropout),
+      recompute_attention_(config.recompute == Recompute::kSelective),
+      policy_(policy) {
   MPT_CHECK(config.hidden % config.heads == 0, "BERT hidden size must be a multiple of the head count");
   const int64_t hidden = config.hidden;
   auto attention = register_module("attention", NamedScope());
@@ -166,6 +169,21 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   return forward(Hidden{x, torch::Tensor()}, mask_bias, /*next_has_projection=*/false).states;
 }
 
+torch::Tensor BertLayerImpl::attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                            const torch::Tensor& mask_bias) const {
+  torch::Tensor probs;
+  {
+    // The products run in the compute dtype; scaling, masking and the softmax always in FP32, and the
+    // probabilities go back to the compute dtype for the second product, through dropout: one fused pass on CPU
+    // (ops::attention_probabilities), five passes and four autograd nodes unfused.
+    const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
+    precision::Fp32Scope fp32(q.device().type());
+    probs = ops::attention_probabilities(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(q.size(-1))),
+                                         dropout_, is_training(), v.scalar_type());
+  }
+  return torch::matmul(probs, v);  // (B, h, S, d)
+}
+
 Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& mask_bias, bool next_has_projection) {
   const torch::Tensor& x = hidden_states.states;
   const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2), head_dim = hidden / heads_;
@@ -175,20 +193,12 @@ Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& 
   // gradients in that dtype, one more rounding of values that each GEMM has already rounded to it.
   const torch::Tensor input =
       hidden_states.for_projection.defined() ? hidden_states.for_projection : precision::as_projection_input(x);
-  const torch::Tensor q = split_heads(project(policy_, query_, input));  // (B, h, S, d)
-  const torch::Tensor k = split_heads(project(policy_, key_, input));
-  const torch::Tensor v = split_heads(project(policy_, value_, input));
-  torch::Tensor probs;
-  {
-    // The products run in the compute dtype; scaling, masking and the softmax always in FP32, and the
-    // probabilities go back to the compute dtype for the second product, through dropout: one fused pass on CPU
-    // (ops::attention_probabilities), five passes and four autograd nodes unfused.
-    const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
-    precision::Fp32Scope fp32(x.device().type());
-    probs = ops::attention_probabilities(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(head_dim)), dropout_,
-                                         is_training(), v.scalar_type());
-  }
-  torch::Tensor context = torch::matmul(probs, v);                  // (B, h, S, d)
+  const Tensors qkv = {split_heads(project(policy_, query_, input)), split_heads(project(policy_, key_, input)),
+                       split_heads(project(policy_, value_, input))};  // (B, h, S, d) each
+  const auto core = [this, mask_bias](const Tensors& in) {             // by value: it runs again in backward
+    return Tensors{attention_core(in[0], in[1], in[2], mask_bias)};
+  };
+  torch::Tensor context = recompute_attention_ ? recompute_in_backward(core, qkv, *this, policy_)[0] : core(qkv)[0];
   context = context.transpose(1, 2).reshape({batch, seq, hidden});  // (B, S, H)
   const Hidden attended = norm_for_next(
       attention_norm_runner_, attention_norm_,
@@ -222,7 +232,21 @@ torch::Tensor BertModelImpl::forward(const torch::Tensor& ids) {
   const torch::Tensor mask_bias =
       ids.eq(config_.pad_id).to(torch::kFloat).mul(kMaskedScore).view({ids.size(0), 1, 1, ids.size(1)});
   Hidden x{embeddings->forward(ids), torch::Tensor()};
-  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, mask_bias, i + 1 < layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const bool next_has_projection = i + 1 < layers_.size();
+    if (config_.recompute != Recompute::kFull) {
+      x = layers_[i]->forward(x, mask_bias, next_has_projection);
+      continue;
+    }
+    BertLayerImpl* layer = layers_[i].get();  // full: the layer keeps only its input and runs again in backward
+    const Tensors out = recompute_in_backward(
+        [layer, mask_bias, next_has_projection](const Tensors& in) {  // by value: it runs again in backward
+          const Hidden h = layer->forward(Hidden{in[0], in[1]}, mask_bias, next_has_projection);
+          return Tensors{h.states, h.for_projection};
+        },
+        {x.states, x.for_projection}, *layer, policy_);
+    x = Hidden{out[0], out[1]};
+  }
   return x.states;  // (B, S, H)
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/recompute.h"
 #include "precision/policy.h"
 
 namespace mpt::models {
@@ -23,10 +24,11 @@ struct BertConfig {
   int64_t max_positions = 512;
   int64_t type_vocab = 2;
   double layer_norm_eps = 1e-12;
-  double dropout = 0.1;      // hidden states and attention probabilities (HF's two dropouts)
-  std::string head = "mlm";  // mlm | classification
-  int64_t num_classes = 2;   // classification
-  int64_t pad_id = 0;        // attention ignores [PAD] positions
+  double dropout = 0.1;                    // hidden states and attention probabilities (HF's two dropouts)
+  std::string head = "mlm";                // mlm | classification
+  int64_t num_classes = 2;                 // classification
+  int64_t pad_id = 0;                      // attention ignores [PAD] positions
+  Recompute recompute = Recompute::kNone;  // memory.activation_checkpointing: what backward recomputes
 };
 
 // Google's BERT sizes: tiny (L2 H128), mini (L4 H256), small (L4 H512), medium (L8 H512), base (L12 H768),
@@ -68,8 +70,13 @@ class BertLayerImpl : public torch::nn::Module {
   Hidden forward(const Hidden& x, const torch::Tensor& mask_bias, bool next_has_projection);
 
  private:
+  // softmax(q k^T / sqrt(d) + mask) v with dropout on the probabilities: (B, h, S, d) each.
+  torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& mask_bias) const;
+
   int64_t heads_;
   double dropout_;
+  bool recompute_attention_;  // selective: the attention core runs again in backward
   torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr}, attention_out_{nullptr};
   torch::nn::Linear intermediate_{nullptr}, output_{nullptr};
   torch::nn::LayerNorm attention_norm_{nullptr}, output_norm_{nullptr};

@@ -8,26 +8,30 @@
 namespace mpt::models {
 namespace {
 
-Model build_mlp(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy) {
+Model build_mlp(ModelConfig config, const MemoryConfig&, const data::SampleShape& sample,
+                const precision::ModulePolicy& policy) {
   config.mlp.dropout = config.dropout;
   config.mlp.in_features = sample.features();
   config.mlp.num_classes = sample.num_classes;
   return std::make_shared<MlpImpl>(config.mlp, policy);
 }
 
-Model build_resnet(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy) {
+Model build_resnet(ModelConfig config, const MemoryConfig& memory, const data::SampleShape& sample,
+                   const precision::ModulePolicy& policy) {
   config.resnet.depth = std::stoi(config.name.substr(6));  // "resnet50"
   config.resnet.in_channels = sample.channels;
   config.resnet.num_classes = sample.num_classes;
-  return std::make_shared<ResNetImpl>(config.resnet, policy);
+  return std::make_shared<ResNetImpl>(config.resnet, policy, memory.activation_checkpointing);
 }
 
-Model build_bert(const ModelConfig& config, const data::SampleShape& sample, const precision::ModulePolicy& policy) {
+Model build_bert(const ModelConfig& config, const MemoryConfig& memory, const data::SampleShape& sample,
+                 const precision::ModulePolicy& policy) {
   BertConfig bert = bert_architecture(config);
   if (config.name == "bert" && bert.vocab_size != sample.vocab_size)
     throw UsageError(config.hf_config + ": vocab_size " + std::to_string(bert.vocab_size) +
                      " differs from data.vocab's " + std::to_string(sample.vocab_size) + " tokens");
   bert.vocab_size = sample.vocab_size;
+  bert.recompute = memory.activation_checkpointing;
   if (sample.seq_len > bert.max_positions)
     throw UsageError("data.seq_len = " + std::to_string(sample.seq_len) + " exceeds BERT's " +
                      std::to_string(bert.max_positions) + " positions");
@@ -58,17 +62,19 @@ std::vector<ModelProblem> bert_problems(const ModelConfig& config) {
 
 const std::vector<ModelFamily>& families() {
   static const std::vector<ModelFamily> table = {
-      {"mlp", data::Modality::kImages, {"mlp"}, build_mlp, nullptr},
+      {"mlp", data::Modality::kImages, {"mlp"}, build_mlp, nullptr, {Recompute::kNone}},
       {"resnet",
        data::Modality::kImages,
        {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"},
        build_resnet,
-       nullptr},
+       nullptr,
+       {Recompute::kNone, Recompute::kFull}},
       {"bert",
        data::Modality::kTokens,
        {"bert-tiny", "bert-mini", "bert-small", "bert-medium", "bert-base", "bert-large", "bert"},
        build_bert,
-       bert_problems},
+       bert_problems,
+       {Recompute::kNone, Recompute::kFull, Recompute::kSelective}},
   };
   return table;
 }
@@ -101,11 +107,12 @@ BertConfig bert_architecture(const ModelConfig& config) {
   return bert;
 }
 
-Model build_model(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy) {
+Model build_model(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy,
+                  const MemoryConfig& memory) {
   const ModelFamily& family = model_family(config.name);
   const data::Modality modality = sample.seq_len > 0 ? data::Modality::kTokens : data::Modality::kImages;
   if (modality != family.modality) throw UsageError("model.name: " + config.name + ": " + modality_mismatch(family));
-  return family.build(config, sample, policy);
+  return family.build(config, memory, sample, policy);
 }
 
 std::string modality_mismatch(const ModelFamily& family) {

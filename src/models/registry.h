@@ -9,6 +9,7 @@
 #include "models/bert.h"
 #include "models/mlp.h"
 #include "models/model.h"
+#include "models/recompute.h"
 #include "models/resnet.h"
 #include "precision/policy.h"
 
@@ -33,12 +34,16 @@ struct ModelProblem {
 };
 
 // A family of models: the names it answers to, what its samples are, how it is built and what it checks first.
+using ModelBuilder = std::function<Model(const ModelConfig&, const MemoryConfig&, const data::SampleShape&,
+                                         const precision::ModulePolicy&)>;
+
 struct ModelFamily {
   std::string prefix;                // "mlp", "resnet", "bert"
   data::Modality modality;           // what its inputs are
   std::vector<std::string> presets;  // the model.name values it takes
-  std::function<Model(const ModelConfig&, const data::SampleShape&, const precision::ModulePolicy&)> build;
+  ModelBuilder build;
   std::function<std::vector<ModelProblem>(const ModelConfig&)> check;  // null: nothing to check
+  std::vector<Recompute> recomputes;  // the memory.activation_checkpointing modes it has blocks for
 };
 
 const std::vector<ModelFamily>& model_families();
@@ -48,7 +53,9 @@ const ModelFamily& model_family(const std::string& name);
 std::string modality_mismatch(const ModelFamily& family);
 
 // The model `config` names, shaped for the data's samples (input features, channels, vocabulary, classes).
-Model build_model(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy);
+// `memory` says which blocks recompute their activations in backward.
+Model build_model(ModelConfig config, const data::SampleShape& sample, const precision::ModulePolicy& policy,
+                  const MemoryConfig& memory = {});
 
 // The BERT architecture `config` names (a preset with its head count, or a config.json), with the spec's
 // dropout and head; vocabulary and classes are the data's, filled in by build_model.

@@ -197,7 +197,8 @@ int64_t ResidualBlockImpl::macs(int64_t& height, int64_t& width) const {
   return total;
 }
 
-ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy) : config_(config) {
+ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy, Recompute recompute)
+    : config_(config), policy_(policy), recompute_(recompute) {
   const Layout layout = layout_for(config_.depth);
   conv1_ = register_module(
       "conv1", config_.small_input ? conv(config_.in_channels, 64, 3, 1) : conv(config_.in_channels, 64, 7, 2));
@@ -240,7 +241,15 @@ torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
   x = norm_add_relu(*bn1_, bn1_runner_, x, {}, /*relu=*/true, *norm_group_);
   if (!config_.small_input) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);  // H/4
   for (auto& layer : layers_)
-    for (auto& block : *layer) x = block->as<ResidualBlockImpl>()->forward(x);    // (B, C, H/32, W/32) at the end
+    for (auto& module : *layer) {  // (B, C, H/32, W/32) at the end
+      auto* block = module->as<ResidualBlockImpl>();
+      if (recompute_ != Recompute::kFull) {
+        x = block->forward(x);
+        continue;
+      }
+      x = recompute_in_backward([block](const Tensors& in) { return Tensors{block->forward(in[0])}; }, {x}, *block,
+                                policy_)[0];
+    }
   x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);                           // (B, C)
   return fc_runner_(x, [&](const torch::Tensor& h) { return fc_->forward(h); });  // (B, K)
 }

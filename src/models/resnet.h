@@ -8,6 +8,7 @@
 
 #include "distributed/process_group.h"
 #include "models/model.h"
+#include "models/recompute.h"
 #include "precision/policy.h"
 
 namespace mpt::models {
@@ -47,7 +48,8 @@ TORCH_MODULE(ResidualBlock);
 
 class ResNetImpl : public ModelImpl {
  public:
-  ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy);
+  // `recompute` kFull: each residual block keeps only its input and runs again in backward (models/recompute.h).
+  ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy& policy, Recompute recompute = Recompute::kNone);
   torch::Tensor forward(const torch::Tensor& inputs) override;
   int64_t forward_macs(const data::SampleShape& sample) const override;
   void synchronise_batch_norm(distributed::Group* group) override { *norm_group_ = group; }
@@ -60,6 +62,8 @@ class ResNetImpl : public ModelImpl {
   std::vector<torch::nn::ModuleList> layers_;
   torch::nn::Linear fc_{nullptr};
   precision::ModuleRunner bn1_runner_, fc_runner_;
+  precision::ModulePolicy policy_;
+  Recompute recompute_;
 };
 
 }  // namespace mpt::models

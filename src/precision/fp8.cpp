@@ -247,12 +247,13 @@ struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
 
 }  // namespace
 
-torch::Tensor Fp8Gemms::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor Fp8Gemms::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                               bool recomputing) {
   Fp8Layer* layer = layer_for(weight);
   if (!layer) return {};
   // An undefined tensor cannot be a custom Function's input; an empty optional can.
   return Fp8LinearFunction::apply(x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, layer,
-                                  torch::GradMode::is_enabled());
+                                  torch::GradMode::is_enabled() && !recomputing);
 }
 
 }  // namespace mpt::precision

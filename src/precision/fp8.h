@@ -62,7 +62,8 @@ class Fp8Gemms : public LowPrecisionGemms {
 
   const char* name() const override { return "FP8"; }
   const std::vector<GemmEligibility>& eligibility() const override { return eligibility_; }
-  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) override;
+  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                       bool recomputing) override;
   // The scales and histories by name ("fp8.hidden.0.input.history", ...), saved in checkpoints and loaded on
   // resume in place, so that a resumed run casts with the same scales.
   std::vector<std::pair<std::string, torch::Tensor>> state() override;

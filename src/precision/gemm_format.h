@@ -44,8 +44,10 @@ class LowPrecisionGemms {
   virtual ~LowPrecisionGemms() = default;
   virtual const char* name() const = 0;  // what inspect and the logs call it: "FP8", ...
   virtual const std::vector<GemmEligibility>& eligibility() const = 0;
-  // y = x W^T + b when `weight` belongs to one of the format's layers; an undefined tensor otherwise.
-  virtual torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) = 0;
+  // y = x W^T + b when `weight` belongs to one of the format's layers; an undefined tensor otherwise. `recomputing`:
+  // activation checkpointing's second forward, whose tensors the first one already recorded.
+  virtual torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                               bool recomputing) = 0;
   // State a checkpoint keeps so that a resumed run casts as it would have, and its check before a resume.
   virtual std::vector<std::pair<std::string, torch::Tensor>> state() { return {}; }
   virtual std::string check_state(const NamedTensors& /*saved*/) const { return ""; }
@@ -62,8 +64,21 @@ class GemmRouter {
   void attach(LowPrecisionGemms* gemms) { gemms_ = gemms; }
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
 
+  // While one lives, the projections are a block's recomputation in backward (models/recompute.h).
+  class RecomputeScope {
+   public:
+    explicit RecomputeScope(const GemmRouter& router) : router_(router) { ++router_.recomputing_; }
+    ~RecomputeScope() { --router_.recomputing_; }
+    RecomputeScope(const RecomputeScope&) = delete;
+    RecomputeScope& operator=(const RecomputeScope&) = delete;
+
+   private:
+    const GemmRouter& router_;
+  };
+
  private:
   LowPrecisionGemms* gemms_ = nullptr;
+  mutable int recomputing_ = 0;
 };
 
 }  // namespace mpt::precision

@@ -74,7 +74,8 @@ Mxfp8Gemms::Mxfp8Gemms(torch::nn::Module& model, const ModulePolicy& policy)
       weights_.insert(modules[layer.name]->as<torch::nn::Linear>()->weight.unsafeGetTensorImpl());
 }
 
-torch::Tensor Mxfp8Gemms::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor Mxfp8Gemms::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                 bool /*recomputing: block scales keep no record*/) {
   if (!weights_.count(weight.unsafeGetTensorImpl())) return {};
   // An undefined tensor cannot be a custom Function's input; an empty optional can.
   return Mxfp8LinearFunction::apply(x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt);

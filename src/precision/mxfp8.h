@@ -24,7 +24,8 @@ class Mxfp8Gemms : public LowPrecisionGemms {
   Mxfp8Gemms(torch::nn::Module& model, const ModulePolicy& policy);
   const char* name() const override { return "MXFP8"; }
   const std::vector<GemmEligibility>& eligibility() const override { return eligibility_; }
-  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) override;
+  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                       bool recomputing) override;
 
  private:
   std::vector<GemmEligibility> eligibility_;

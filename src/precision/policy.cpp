@@ -47,7 +47,7 @@ torch::Tensor as_projection_input(const torch::Tensor& x) {
 
 torch::Tensor GemmRouter::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const {
   if (gemms_)
-    if (torch::Tensor y = gemms_->linear(x, weight, bias); y.defined()) return y;
+    if (torch::Tensor y = gemms_->linear(x, weight, bias, recomputing_ > 0); y.defined()) return y;
   return ops::linear(x, weight, bias);
 }
 

@@ -3,6 +3,7 @@
 // components (precision/mode.h, the dataset and model tables); this file asks them and collects the problems.
 #include "run/resolve.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/error.h"
@@ -90,6 +91,12 @@ void check_data_and_model(const config::Spec& spec, Problems& problems) {
   if (family.check)
     for (const models::ModelProblem& problem : family.check(c.model))
       problems.push_back(at(spec, problem.key) + " = " + problem.message);
+  if (std::find(family.recomputes.begin(), family.recomputes.end(), c.memory.activation_checkpointing) ==
+      family.recomputes.end())
+    problems.push_back(at(spec, "memory.activation_checkpointing") + " = " +
+                       models::recompute_name(c.memory.activation_checkpointing) + ": " + family.prefix +
+                       (family.recomputes.size() == 1 ? " has no blocks to recompute; expected none"
+                                                      : " recomputes whole blocks only; expected none or full"));
   if (family.modality != data.modality)
     problems.push_back(at(spec, "model.name") + " = " + c.model.name + ": " + models::modality_mismatch(family));
 }

@@ -28,6 +28,8 @@ T read_value(const config::Spec& spec, const std::string& key) {
     return precision::parse_mode(spec.get_string(key));
   else if constexpr (std::is_same_v<T, precision::Strategy>)
     return precision::parse_strategy(spec.get_string(key));
+  else if constexpr (std::is_same_v<T, models::Recompute>)
+    return models::parse_recompute(spec.get_string(key));
   else if constexpr (std::is_floating_point_v<T>)
     return static_cast<T>(spec.get_float(key));
   else
@@ -42,6 +44,8 @@ std::string show_value(const T& value) {
     return precision::mode_name(value);
   else if constexpr (std::is_same_v<T, precision::Strategy>)
     return precision::strategy_name(value);
+  else if constexpr (std::is_same_v<T, models::Recompute>)
+    return models::recompute_name(value);
   else if constexpr (std::is_same_v<T, std::string>)
     return value;
   else if constexpr (std::is_floating_point_v<T>)
@@ -165,6 +169,7 @@ std::vector<KeyBinding> training_bindings() {
       binding("train.progress", &E::train, &T::progress),
       binding("checkpoint.every_steps", &E::checkpoint, &C::every_steps),
       binding("checkpoint.keep_last", &E::checkpoint, &C::keep_last),
+      binding("memory.activation_checkpointing", &E::memory, &models::MemoryConfig::activation_checkpointing),
   };
 }
 

@@ -34,6 +34,7 @@ struct ExperimentConfig {
   train::ScheduleConfig schedule;  // peak_lr, warmup and total_steps are completed by the wiring
   train::TrainConfig train;        // total_steps is completed by the wiring
   train::CheckpointConfig checkpoint;
+  models::MemoryConfig memory;
   hardware::DeviceConfig device;
   distributed::DistributedConfig distributed;
   train::DebugConfig debug;

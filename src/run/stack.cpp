@@ -10,7 +10,7 @@ TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape&
   TrainingStack stack;
   if (c.debug.check_numerics) stack.numerics = std::make_unique<precision::NumericsMonitor>();
   const precision::ModulePolicy policy(c.precision.fp32_modules, stack.numerics.get());
-  stack.model = models::build_model(c.model, sample, policy);
+  stack.model = models::build_model(c.model, sample, policy, c.memory);
   if (!c.model.init_from.empty())
     stack.init =
         io::init_from_weights(*stack.model, io::read_weights(c.model.init_from), c.model.init_from, c.model.init_skip);
@@ -35,7 +35,7 @@ train::TrainStep make_train_step(TrainingStack& stack, const ExperimentConfig& c
                                  data::BatchLoader& loader, distributed::Group& group) {
   return train::TrainStep(train::TrainStepParts{stack.model, std::move(stack.optimizer), *stack.recipe,
                                                 stack.numerics.get(), device, loader, group},
-                          c.train, c.schedule, c.debug, c.distributed.bucket_mb);
+                          c.train, c.schedule, c.debug, c.distributed);
 }
 
 }  // namespace mpt::run

@@ -1,0 +1,38 @@
+// Activation checkpointing (memory.activation_checkpointing): a block whose forward keeps no activations for backward
+// but its inputs, and runs again in backward to get them, as torch.utils.checkpoint does. The recomputation
+// reproduces the first forward exactly - the same autocast state, the device's generator (dropout's masks) at the same
+// state, the same kernels (the first forward runs with gradients enabled and drops its graph) - then puts the
+// block's buffers (batch norm's running statistics) back, so that they are updated once, and records no FP8 amax.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "precision/policy.h"
+
+namespace mpt::models {
+
+// none: every activation kept; full: each ResNet bottleneck and BERT encoder layer recomputed from its input;
+// selective: GEMM outputs kept, the cheap operations between them recomputed.
+enum class Recompute { kNone, kFull, kSelective };
+Recompute parse_recompute(const std::string& name);
+const char* recompute_name(Recompute recompute);
+
+// The spec's memory section.
+struct MemoryConfig {
+  Recompute activation_checkpointing = Recompute::kNone;
+};
+
+using Tensors = std::vector<torch::Tensor>;
+using Block = std::function<Tensors(const Tensors&)>;
+
+// block(inputs), keeping only `inputs` for backward (undefined ones pass through as undefined; tensors the block
+// reads without differentiating, such as an attention mask, it captures itself). `module` holds the block's
+// buffers; `policy` routes its GEMMs. Without gradients (evaluation) it is block(inputs).
+Tensors recompute_in_backward(const Block& block, const Tensors& inputs, torch::nn::Module& module,
+                              const precision::ModulePolicy& policy);
+
+}  // namespace mpt::models

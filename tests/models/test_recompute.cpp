@@ -1,0 +1,113 @@
+// Activation checkpointing: with memory.activation_checkpointing full (ResNet blocks, BERT layers) or selective
+// (BERT's attention core), every gradient, every buffer and the FP8 scaling state after a step are bit for bit those
+// of the run that keeps every activation, under each precision recipe.
+#include <catch2/catch.hpp>
+
+#include "models/registry.h"
+#include "precision/autocast.h"
+#include "precision/recipe.h"
+#include "tests/support/helpers.h"
+
+using namespace mpt;
+using models::Recompute;
+
+namespace {
+
+struct Outcome {
+  std::vector<std::pair<std::string, torch::Tensor>> grads, buffers, fp8_state;
+};
+
+precision::PrecisionConfig recipe_config(precision::Mode mode, precision::Strategy strategy) {
+  precision::PrecisionConfig config;
+  config.mode = mode;
+  config.strategy = strategy;
+  config.fp32_modules = {"fc", "*LayerNorm", "classifier"};
+  config.fp8.recipe = "current";
+  return config;
+}
+
+// One training step of `name` from the same seeds, with `recompute`, under `config`.
+Outcome one_step(const std::string& name, Recompute recompute, const precision::PrecisionConfig& config) {
+  models::ModelConfig model_config;
+  model_config.name = name;
+  model_config.dropout = 0.1;
+  model_config.bert_head = "classification";
+  model_config.resnet.small_input = true;
+  const bool text = name.rfind("bert", 0) == 0;
+  data::SampleShape sample = text ? data::SampleShape{} : testing::image_sample(3, 16, 10);
+  if (text) sample.seq_len = 32, sample.vocab_size = 200, sample.num_classes = 3;
+  torch::manual_seed(3);
+  const precision::ModulePolicy policy(config.fp32_modules);
+  models::Model model = models::build_model(model_config, sample, policy, models::MemoryConfig{recompute});
+  precision::Recipe recipe(config, *model, policy, model->tied_to_fp32_islands(), torch::kCPU);
+  model->train();
+  torch::manual_seed(4);  // the batch and the dropout masks
+  const torch::Tensor inputs = text ? torch::randint(5, 200, {4, 32}) : torch::randn({4, 3, 16, 16});
+  const torch::Tensor targets = torch::randint(0, text ? 3 : 10, {4});
+  torch::Tensor loss;
+  {
+    precision::AutocastScope autocast(torch::kCPU, recipe.compute_dtype());
+    loss = torch::nn::functional::cross_entropy(model->predict(inputs, targets).logits.to(torch::kFloat), targets);
+  }
+  loss.backward();
+  recipe.after_step(nullptr);
+  Outcome outcome;
+  for (const auto& item : model->named_parameters()) outcome.grads.emplace_back(item.key(), item.value().grad());
+  for (const auto& item : model->named_buffers()) outcome.buffers.emplace_back(item.key(), item.value().clone());
+  for (const auto& [key, tensor] : recipe.state()) outcome.fp8_state.emplace_back(key, tensor.clone());
+  return outcome;
+}
+
+void check_equal(const std::vector<std::pair<std::string, torch::Tensor>>& expected,
+                 const std::vector<std::pair<std::string, torch::Tensor>>& actual) {
+  REQUIRE(expected.size() == actual.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO(expected[i].first);
+    REQUIRE(expected[i].second.defined() == actual[i].second.defined());
+    if (expected[i].second.defined()) CHECK(torch::equal(expected[i].second, actual[i].second));
+  }
+}
+
+void check_recompute(const std::string& name, Recompute recompute, precision::Mode mode, precision::Strategy strategy) {
+  INFO(precision::mode_name(mode) << " " << precision::strategy_name(strategy));
+  const precision::PrecisionConfig config = recipe_config(mode, strategy);
+  const Outcome kept = one_step(name, Recompute::kNone, config), recomputed = one_step(name, recompute, config);
+  check_equal(kept.grads, recomputed.grads);
+  check_equal(kept.buffers, recomputed.buffers);      // batch norm's running statistics updated once
+  check_equal(kept.fp8_state, recomputed.fp8_state);  // the amaxes recorded once
+}
+
+}  // namespace
+
+TEST_CASE(
+    "full checkpointing of ResNet blocks gives bit-identical gradients and running statistics, in FP32 and "
+    "BF16 with and without master weights",
+    "[slow][models][memory]") {
+  using precision::Mode, precision::Strategy;
+  check_recompute("resnet18", Recompute::kFull, Mode::kFp32, Strategy::kAutocast);
+  check_recompute("resnet18", Recompute::kFull, Mode::kMixedBf16, Strategy::kAutocast);
+  check_recompute("resnet18", Recompute::kFull, Mode::kMixedBf16, Strategy::kMasterWeights);
+}
+
+TEST_CASE(
+    "full and selective checkpointing of BERT layers give bit-identical gradients under every recipe, FP8's "
+    "amaxes recorded once",
+    "[fast][models][memory]") {
+  using precision::Mode, precision::Strategy;
+  for (Recompute recompute : {Recompute::kFull, Recompute::kSelective}) {
+    INFO(models::recompute_name(recompute));
+    check_recompute("bert-tiny", recompute, Mode::kFp32, Strategy::kAutocast);
+    check_recompute("bert-tiny", recompute, Mode::kMixedBf16, Strategy::kAutocast);
+    check_recompute("bert-tiny", recompute, Mode::kMixedBf16, Strategy::kMasterWeights);
+    check_recompute("bert-tiny", recompute, Mode::kFp8, Strategy::kMasterWeights);
+  }
+}
+
+TEST_CASE("checkpointing changes nothing in evaluation, and a model family says which modes it has blocks for",
+          "[fast][models][memory]") {
+  CHECK((models::model_family("mlp").recomputes == std::vector<Recompute>{Recompute::kNone}));
+  CHECK(models::model_family("resnet50").recomputes.size() == 2);
+  CHECK(models::model_family("bert-base").recomputes.size() == 3);
+  CHECK(models::parse_recompute("selective") == Recompute::kSelective);
+  CHECK_THROWS_AS(models::parse_recompute("some"), UsageError);
+}
