@@ -91,6 +91,10 @@ void Cli::add_small_commands() {
                         "key=value overrides, e.g. model.init_from=RUN/checkpoints/...");
     command->add_flag("--json", options->json, "Print JSON instead of a table");
   }
+  app_.get_subcommand("inspect")
+      ->add_option("--ranks", inspect_.ranks,
+                   "Data-parallel ranks for the state per rank (distributed.shard_optimizer splits it)")
+      ->check(CLI::Range(1, 4096));
   CLI::App* exporting = app_.add_subcommand(
       "export", "Write a run's weights as safetensors, a PyTorch file or a Hugging Face model folder");
   exporting->add_option("source", export_.source, "Checkpoint file or run directory")->required();
@@ -155,7 +159,7 @@ int Cli::run() {
   if (parsed("doctor")) return run_doctor();
   if (parsed("export")) return run_export(export_);
   if (parsed("eval")) return run_eval(eval_.spec_path, eval_.overrides, eval_.json);
-  if (parsed("inspect")) return run_inspect(inspect_.spec_path, inspect_.overrides, inspect_.json);
+  if (parsed("inspect")) return run_inspect(inspect_.spec_path, inspect_.overrides, inspect_.json, inspect_.ranks);
   return kExitUsage;
 }
 

@@ -16,6 +16,7 @@ struct SpecOptions {
   std::string spec_path;
   std::vector<std::string> overrides;
   bool json = false;
+  int ranks = 1;  // inspect: the data-parallel ranks its per-rank state assumes
 };
 
 class Cli {

@@ -58,7 +58,7 @@ struct BenchOptions {
 int run_bench(const BenchOptions& options);
 
 // `mpt inspect`: the model a spec builds, its parameters per top-level module, total, and FLOPs per sample.
-int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json);
+int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json, int ranks);
 
 struct ExportOptions {
   std::string source;                  // a checkpoint file, or a run directory (its newest valid checkpoint)

@@ -11,10 +11,45 @@
 #include "precision/recipe.h"
 #include "run/resolve.h"
 #include "run/sections.h"
+#include "train/optimizer_shards.h"
 
 namespace mpt::app {
+namespace {
 
-int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json) {
+// Bytes per parameter of each part of the training state on each rank, from the recipe's weights as it casts them.
+nlohmann::ordered_json state_per_rank(const run::ExperimentConfig& c, models::ModelImpl& model, int ranks) {
+  const precision::ModulePolicy policy(c.precision.fp32_modules);
+  const precision::Recipe recipe(c.precision, model, policy, model.tied_to_fp32_islands(), torch::kCPU);
+  int64_t parameters = 0;
+  for (const auto& pair : recipe.pairs()) parameters += pair.master.numel();
+  const bool sharded = c.distributed.shard_optimizer && ranks > 1;
+  const auto per_param = [&](int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(parameters); };
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const train::RankState& rank :
+       train::state_per_rank(recipe.pairs(), c.optimizer.name, c.optimizer.momentum, ranks, sharded))
+    out.push_back({{"weights", per_param(rank.weights)},
+                   {"gradients", per_param(rank.gradients)},
+                   {"masters", per_param(rank.masters)},
+                   {"optimizer_state", per_param(rank.optimizer_state)},
+                   {"total_bytes", rank.weights + rank.gradients + rank.masters + rank.optimizer_state}});
+  return out;
+}
+
+void print_state_per_rank(const nlohmann::ordered_json& ranks, bool sharded) {
+  std::printf("training state per rank, bytes per parameter (%s):\n",
+              sharded ? "masters and optimizer state sharded" : "replicated on every rank");
+  std::printf("  %-6s %8s %10s %8s %10s %12s\n", "rank", "weights", "gradients", "masters", "optimizer", "total MiB");
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto& rank = ranks[r];
+    std::printf("  %-6zu %8.2f %10.2f %8.2f %10.2f %12.1f\n", r, rank["weights"].get<double>(),
+                rank["gradients"].get<double>(), rank["masters"].get<double>(), rank["optimizer_state"].get<double>(),
+                rank["total_bytes"].get<double>() / (1 << 20));
+  }
+}
+
+}  // namespace
+
+int run_inspect(const std::string& spec_path, const std::vector<std::string>& overrides, bool json, int ranks) {
   const run::ExperimentConfig c = run::read_sections(run::load_resolved_spec(spec_path, overrides));
   const data::SampleShape sample = data::sample_shape(c.data);
   models::Model model = models::build_model(c.model, sample, precision::ModulePolicy(c.precision.fp32_modules));
@@ -45,6 +80,7 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
                         {"format", layer.low_precision ? fp8.format : ""},
                         {"fp8", layer.low_precision},
                         {"why_not", layer.why_not}});
+  const nlohmann::ordered_json per_rank = state_per_rank(c, *model, ranks);  // casts the model: after the plans
   if (json) {
     std::cout << nlohmann::ordered_json{{"model", c.model.name},
                                         {"input", input},
@@ -53,7 +89,8 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
                                         {"forward_macs_per_sample", macs},
                                         {"train_flops_per_sample", train_flops},
                                         {"tensor_cores", models::to_json(tensor_cores)},
-                                        {"fp8_layers", fp8_json}}
+                                        {"fp8_layers", fp8_json},
+                                        {"state_per_rank", per_rank}}
                      .dump(2)
               << "\n";
     return 0;
@@ -84,6 +121,7 @@ int run_inspect(const std::string& spec_path, const std::vector<std::string>& ov
       std::printf("  %-44s %5lld -> %-5lld %s\n", layer.name.c_str(), (long long)layer.in_features,
                   (long long)layer.out_features, layer.low_precision ? fp8.format.c_str() : layer.why_not.c_str());
   }
+  print_state_per_rank(per_rank, c.distributed.shard_optimizer && ranks > 1);
   return 0;
 }
 

@@ -138,6 +138,7 @@ int run_train(const TrainOptions& options) {
   describe_stack(stack, c, machine.device, logger);
   if (c.distributed.sync_batchnorm && group.distributed()) stack.model->synchronise_batch_norm(&group);
   train::TrainStep step = run::make_train_step(stack, c, machine.device, *data.loader, group);
+  if (group.distributed()) logger.info("update path: {}", step.update_path().name());
   train::MetricsWindow metrics(c.train, dir.sinks(), group, machine.device);
   train::Evaluator evaluator(c.train, data.test, machine.device, group, &memory);
   train::Checkpointer checkpointer(c.checkpoint, dir.checkpoints(), dir.events(), &memory);

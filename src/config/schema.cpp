@@ -218,6 +218,10 @@ std::vector<KeySpec> system_keys() {
       boolean("distributed.sync_batchnorm", "false",
               "Batch norm with the global batch's statistics (all ranks), as PyTorch's SyncBatchNorm; false: "
               "each rank normalises with its own batch (DDP's default)."),
+      resumable(boolean("distributed.shard_optimizer", "false",
+                        "ZeRO-1: each rank keeps the FP32 masters and optimizer state of 1/N of the parameters, "
+                        "updates them after the gradient all-reduce and broadcasts the new weights; the losses are "
+                        "bit for bit those of unsharded data parallelism, and checkpoints hold the whole state.")),
 
       resumable(
           boolean("debug.check_numerics", "false",

@@ -182,13 +182,14 @@ void Group::all_reduce_max(torch::Tensor tensor, const std::string& what) {
   wait_for(*start(what, rank_, [&] { return impl_->group->allreduce(tensors, options); }), impl_->timeout, what, rank_);
 }
 
-void Group::broadcast(std::vector<torch::Tensor> tensors, const std::string& what) {
+void Group::broadcast(std::vector<torch::Tensor> tensors, const std::string& what, int root) {
   if (!distributed()) return;
   torch::NoGradGuard no_grad;
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
   for (auto& tensor : tensors) {
     std::vector<torch::Tensor> one{tensor.detach()};
-    wait_for(*start(what, rank_, [&] { return impl_->group->broadcast(one, c10d::BroadcastOptions{}); }),
-             impl_->timeout, what, rank_);
+    wait_for(*start(what, rank_, [&] { return impl_->group->broadcast(one, options); }), impl_->timeout, what, rank_);
   }
 }
 

@@ -22,6 +22,7 @@ struct DistributedConfig {
   double timeout_sec = 300.0;
   double bucket_mb = 25.0;  // gradient all-reduce bucket size
   bool sync_batchnorm = false;
+  bool shard_optimizer = false;  // ZeRO-1: masters and optimizer state split over the ranks
 };
 
 // An all-reduce in flight; wait() before reading the tensors.
@@ -56,8 +57,8 @@ class Group {
   void all_reduce_max(torch::Tensor tensor, const std::string& what);
   // all_reduce_max as a function of the tensor (what the precision layer's AgreeMax takes); null in one process.
   std::function<void(torch::Tensor&)> agree_max(const std::string& what);
-  // Overwrites `tensors` with rank 0's values.
-  void broadcast(std::vector<torch::Tensor> tensors, const std::string& what);
+  // Overwrites `tensors` with rank `root`'s values.
+  void broadcast(std::vector<torch::Tensor> tensors, const std::string& what, int root = 0);
   void barrier(const std::string& what);
 
  private:

@@ -181,6 +181,7 @@ std::vector<KeyBinding> system_bindings() {
       binding("distributed.timeout_sec", &E::distributed, &R::timeout_sec),
       binding("distributed.bucket_mb", &E::distributed, &R::bucket_mb),
       binding("distributed.sync_batchnorm", &E::distributed, &R::sync_batchnorm),
+      binding("distributed.shard_optimizer", &E::distributed, &R::shard_optimizer),
       binding("debug.check_numerics", &E::debug, &G::check_numerics),
       binding("debug.inject_nonfinite_grad_at", &E::debug, &G::inject_nonfinite_grad_at),
       binding("debug.inject_nonfinite_param", &E::debug, &G::inject_nonfinite_param),

@@ -13,17 +13,21 @@ void Checkpointer::maybe_save(TrainStep& step, int64_t total_steps) {
 }
 
 void Checkpointer::save(TrainStep& step) {
-  if (!store_) return;
   const hardware::MemoryPhaseScope phase(memory_, hardware::MemoryPhase::kCheckpoint);
-  io::TrainingState state = step.state();
-  state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
-  events_.checkpoint_saved(state.step, store_->save(step.checkpoint_tensors(), step.optimizer(), state));
+  step.update_path().gather_whole_state();  // every rank, saving or not: a sharded optimizer's state is collective
+  if (store_) {
+    io::TrainingState state = step.state();
+    state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+    events_.checkpoint_saved(state.step, store_->save(step.checkpoint_tensors(), step.optimizer(), state));
+  }
+  step.update_path().release_foreign_state();
 }
 
 void Checkpointer::resume(TrainStep& step, const std::string& path) {
   const io::ModelTensors tensors = step.checkpoint_tensors();
   const io::TrainingState state = io::load_checkpoint(
       path, tensors, step.optimizer(), [&](const auto& saved) { return step.recipe().check_state(saved); });
+  step.update_path().release_foreign_state();  // the file holds every rank's share
   if (const auto resharded = step.restore(state)) events_.data_resharded(state.step, state.data, *resharded);
   events_.resumed(state.step, path);
   resumed_from_ = path;

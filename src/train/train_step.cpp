@@ -11,7 +11,7 @@
 namespace mpt::train {
 
 TrainStep::TrainStep(TrainStepParts parts, const TrainConfig& train, const ScheduleConfig& schedule,
-                     const DebugConfig& debug, double bucket_mb)
+                     const DebugConfig& debug, const distributed::DistributedConfig& distributed)
     : model_(std::move(parts.model)),
       optimizer_(std::move(parts.optimizer)),
       recipe_(parts.recipe),
@@ -22,7 +22,7 @@ TrainStep::TrainStep(TrainStepParts parts, const TrainConfig& train, const Sched
       config_(train),
       schedule_(schedule),
       rehearsal_(debug, recipe_.weights(), group_.rank(), group_.world_size()),
-      path_(choose_update_path(*optimizer_, recipe_, *model_, config_.grad_clip_norm, group_, bucket_mb)) {
+      path_(choose_update_path(*optimizer_, recipe_, *model_, config_.grad_clip_norm, group_, distributed)) {
   state_.scaler = recipe_.scaler().state();
 }
 

@@ -66,7 +66,7 @@ class TrainStep {
  public:
   // Chooses the update path once (update_path.h). `group` distributed: the loader must read this rank's shard.
   TrainStep(TrainStepParts parts, const TrainConfig& train, const ScheduleConfig& schedule, const DebugConfig& debug,
-            double bucket_mb);
+            const distributed::DistributedConfig& distributed);
 
   StepResult run(MicroBatchObserver* observer, bool stop_requested);
 
@@ -81,7 +81,7 @@ class TrainStep {
   models::ModelImpl& model() { return *model_; }
   precision::Recipe& recipe() const { return recipe_; }
   const Rehearsal& rehearsal() const { return rehearsal_; }
-  const UpdatePath& update_path() const { return *path_; }
+  UpdatePath& update_path() const { return *path_; }
   double learning_rate() const { return lr_; }
   int64_t consecutive_skips() const { return consecutive_skips_; }
   const torch::Tensor& last_grad_norm() const { return last_grad_norm_; }  // of the last applied step, on the device

@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "ops/fused_optimizers.h"
+#include "train/optimizer_shards.h"
 
 namespace mpt::train {
 namespace {
@@ -83,12 +84,32 @@ class AcrossRanks : public InPlace {
   distributed::GradientAverager averager_;
 };
 
+class Sharded : public AcrossRanks {
+ public:
+  Sharded(torch::optim::Optimizer& optimizer, precision::Recipe& recipe, double max_norm, distributed::Group& group,
+          double bucket_mb)
+      : AcrossRanks(optimizer, recipe, max_norm, group, bucket_mb), shards_(optimizer, recipe, group) {}
+  const char* name() const override { return "sharded"; }
+  void apply(const precision::FinishedBackward&) override {
+    shards_.drop_foreign_gradients();
+    optimizer_.step();
+    shards_.publish();
+  }
+  void gather_whole_state() override { shards_.gather_whole_state(); }
+  void release_foreign_state() override { shards_.release_foreign_state(); }
+
+ private:
+  OptimizerShards shards_;
+};
+
 }  // namespace
 
 std::unique_ptr<UpdatePath> choose_update_path(torch::optim::Optimizer& optimizer, precision::Recipe& recipe,
                                                torch::nn::Module& model, double max_norm, distributed::Group& group,
-                                               double bucket_mb) {
-  if (group.distributed()) return std::make_unique<AcrossRanks>(optimizer, recipe, max_norm, group, bucket_mb);
+                                               const distributed::DistributedConfig& config) {
+  if (group.distributed() && config.shard_optimizer)
+    return std::make_unique<Sharded>(optimizer, recipe, max_norm, group, config.bucket_mb);
+  if (group.distributed()) return std::make_unique<AcrossRanks>(optimizer, recipe, max_norm, group, config.bucket_mb);
   if (auto stepper = ops::master_stepper(optimizer, recipe.pairs()))
     return std::make_unique<OnePass>(std::move(stepper), recipe, model, max_norm);
   return std::make_unique<InPlace>(optimizer, recipe, max_norm);

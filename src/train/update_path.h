@@ -6,6 +6,8 @@
 //                 optimizer's step, the masters copied back
 //   across ranks  data parallelism: as in place, with the gradients averaged over the ranks first and the overflow
 //                 verdict agreed by all of them
+//   sharded       across ranks with ZeRO-1: each rank steps the parameters it owns and broadcasts them
+//                 (train/optimizer_shards.h)
 #pragma once
 
 #include <torch/torch.h>
@@ -35,12 +37,17 @@ class UpdatePath {
   virtual precision::FinishedBackward finish(bool stop_requested) = 0;
   // The optimizer step of a step that was not skipped.
   virtual void apply(const precision::FinishedBackward& finished) = 0;
+  // Collective around a checkpoint's save, and after a load: the whole state on every rank, then a rank's own share
+  // again (only the sharded path holds a share).
+  virtual void gather_whole_state() {}
+  virtual void release_foreign_state() {}
 };
 
 // The path for `optimizer` over `recipe`'s weights: across ranks when `group` is distributed (bucketed averaging of
-// `bucket_mb`), one pass when the optimizer can step the masters in one pass, else in place.
+// `config.bucket_mb`; sharded under `config.shard_optimizer`), one pass when the optimizer can step the masters in
+// one pass, else in place.
 std::unique_ptr<UpdatePath> choose_update_path(torch::optim::Optimizer& optimizer, precision::Recipe& recipe,
                                                torch::nn::Module& model, double max_norm, distributed::Group& group,
-                                               double bucket_mb);
+                                               const distributed::DistributedConfig& config);
 
 }  // namespace mpt::train
