@@ -20,14 +20,15 @@ void Checkpointer::save(TrainStep& step) {
     state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
     events_.checkpoint_saved(state.step, store_->save(step.checkpoint_tensors(), step.optimizer(), state));
   }
-  step.update_path().release_foreign_state();
+  step.update_path().after_save();
 }
 
 void Checkpointer::resume(TrainStep& step, const std::string& path) {
+  step.update_path().gather_whole_state();  // a no-op before the first step, when runs resume
   const io::ModelTensors tensors = step.checkpoint_tensors();
   const io::TrainingState state = io::load_checkpoint(
       path, tensors, step.optimizer(), [&](const auto& saved) { return step.recipe().check_state(saved); });
-  step.update_path().release_foreign_state();  // the file holds every rank's share
+  step.update_path().after_load();  // the file holds the whole state: this rank's pieces of it
   if (const auto resharded = step.restore(state)) events_.data_resharded(state.step, state.data, *resharded);
   events_.resumed(state.step, path);
   resumed_from_ = path;

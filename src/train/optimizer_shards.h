@@ -1,14 +1,17 @@
-// ZeRO-1 (distributed.shard_optimizer): each rank owns whole parameters, about 1/N of the FP32 master bytes, and
-// keeps their masters and optimizer state alone. The gradients are still averaged in full on every rank, so the
-// overflow verdict, the global-norm clipping and the loss scale are those of unsharded data parallelism; then each
-// rank steps what it owns and the owners broadcast the updated weights in the model's dtype. The other ranks'
-// masters shrink to a placeholder of their shape after the first step, and their optimizer state is never created.
-// A checkpoint gathers the whole state on every rank for the save and drops it again, so its file is the unsharded
-// one and a run resumes on any number of ranks.
+// ZeRO-1 (distributed.shard_optimizer), as DeepSpeed partitions: the parameters' elements, in model order and each
+// parameter in memory order, are one flat run cut into N equal ranges, and rank r keeps the FP32 masters and the
+// optimizer state of range r alone (its pieces: the parts of parameters that fall in it). The gradients are still
+// averaged in full on every rank, so the overflow verdict, the global-norm clipping and the loss scale are those of
+// unsharded data parallelism; then each rank steps its pieces with an optimizer of the same kind over them, writes
+// them into the model's weights in the model's dtype, and the owners broadcast them.
+// Checkpoints hold the unsharded state: around a save every rank assembles every master and every optimizer state
+// (rank 0 writes them), and a loaded state is cut into pieces at the next step, so a run resumes on any number of
+// ranks.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <vector>
 
 #include "distributed/process_group.h"
@@ -16,48 +19,63 @@
 
 namespace mpt::train {
 
-// Which rank owns each parameter of `costs` (in model order): the costliest first to the least loaded rank, ties to
-// the lower rank, so every rank computes the same split.
-std::vector<int> assign_owners(const std::vector<int64_t>& costs, int world_size);
+// A run of one parameter's elements, in its memory order, that one rank owns.
+struct Piece {
+  size_t pair = 0;     // index into precision::Recipe::pairs
+  int64_t start = 0;   // first element
+  int64_t length = 0;  // elements
+  int owner = 0;
+};
+
+// Where a parameter may be cut: a multiple of this many elements from its start.
+constexpr int64_t kPieceAlignment = 64;
+
+// The pieces of parameters of `numels` elements (model order) over `world_size` equal ranges (to within
+// kPieceAlignment elements), in order.
+std::vector<Piece> partition(const std::vector<int64_t>& numels, int world_size);
 
 // The training state one rank holds, in bytes, as `mpt inspect --ranks N` prints it.
 struct RankState {
   int64_t weights = 0;          // the model's parameters, in their dtypes
   int64_t gradients = 0;        // the same dtypes, every parameter
-  int64_t masters = 0;          // FP32 masters of the low-precision parameters (the owned ones when sharded)
+  int64_t masters = 0;          // FP32 masters of the low-precision parameters (the owned pieces when sharded)
   int64_t optimizer_state = 0;  // 4 bytes per element for SGD momentum, 8 for Adam's two moments
 };
 
 // Each rank's state for `pairs` (precision::Recipe::pairs) under `optimizer` ("sgd" with `momentum`, "adam",
-// "adamw") on `ranks` ranks, masters and optimizer state split by assign_owners when `sharded`.
+// "adamw") on `ranks` ranks, masters and optimizer state cut by partition() when `sharded`.
 std::vector<RankState> state_per_rank(const std::vector<precision::MasterPair>& pairs, const std::string& optimizer,
                                       double momentum, int ranks, bool sharded);
 
 class OptimizerShards {
  public:
   OptimizerShards(torch::optim::Optimizer& optimizer, precision::Recipe& recipe, distributed::Group& group);
+  ~OptimizerShards();
 
-  bool owns(size_t pair) const { return owners_[pair] == group_.rank(); }
-  // Before the optimizer step: the gradients of parameters another rank owns are dropped, so the step skips them.
-  void drop_foreign_gradients();
-  // After it: the owners' new weights copied into the model and broadcast to every rank, one flat tensor per owner
-  // and dtype; then the foreign masters shrink (a no-op after the first step).
-  void publish();
-  // Collective, before a checkpoint's save: every master and every optimizer state on every rank.
+  // Before the gradients are copied to the masters: the first time (and after a load), this rank's pieces are cut
+  // from the whole masters and optimizer state, which are then let go.
+  void take_pieces();
+  // The optimizer step of this rank's pieces, their values written into the model, and every owner's broadcast.
+  void step();
+  // Collective, before a checkpoint's save: every master and every optimizer state, whole, on every rank.
   void gather_whole_state();
-  // After the save or a load: only the owned optimizer state remains, and the owned masters once a step has run
-  // (until then the run's start broadcasts every master from rank 0).
-  void release_foreign_state();
+  // After the save: the whole state let go again.
+  void release_whole_state();
+  // After a load into the whole masters and the run's optimizer: the next take_pieces cuts them anew.
+  void loaded() { whole_ = true; }
 
  private:
-  void broadcast_weights(bool masters);
-  void gather_optimizer_state(size_t pair);
+  void publish(bool masters);
+  void gather_optimizer_state();
 
-  torch::optim::Optimizer& optimizer_;
+  torch::optim::Optimizer& optimizer_;  // the run's own, over the whole masters: only checkpoints use its state
   precision::Recipe& recipe_;
   distributed::Group& group_;
-  std::vector<int> owners_;  // per recipe pair
-  bool stepped_ = false;
+  std::vector<Piece> pieces_;
+  std::vector<size_t> mine_;                        // indices into pieces_
+  std::vector<torch::Tensor> shards_;               // FP32, one per piece of mine_
+  std::unique_ptr<torch::optim::Optimizer> shard_;  // the same kind of optimizer over shards_
+  bool whole_ = true;                               // the masters and the run's optimizer hold the whole state
 };
 
 }  // namespace mpt::train

@@ -90,13 +90,14 @@ class Sharded : public AcrossRanks {
           double bucket_mb)
       : AcrossRanks(optimizer, recipe, max_norm, group, bucket_mb), shards_(optimizer, recipe, group) {}
   const char* name() const override { return "sharded"; }
-  void apply(const precision::FinishedBackward&) override {
-    shards_.drop_foreign_gradients();
-    optimizer_.step();
-    shards_.publish();
+  void gather() override {
+    shards_.take_pieces();  // before the masters get gradients: the whole masters go first
+    AcrossRanks::gather();
   }
+  void apply(const precision::FinishedBackward&) override { shards_.step(); }
   void gather_whole_state() override { shards_.gather_whole_state(); }
-  void release_foreign_state() override { shards_.release_foreign_state(); }
+  void after_save() override { shards_.release_whole_state(); }
+  void after_load() override { shards_.loaded(); }
 
  private:
   OptimizerShards shards_;

@@ -6,7 +6,7 @@
 //                 optimizer's step, the masters copied back
 //   across ranks  data parallelism: as in place, with the gradients averaged over the ranks first and the overflow
 //                 verdict agreed by all of them
-//   sharded       across ranks with ZeRO-1: each rank steps the parameters it owns and broadcasts them
+//   sharded       across ranks with ZeRO-1: each rank steps its 1/N of the elements and broadcasts them
 //                 (train/optimizer_shards.h)
 #pragma once
 
@@ -37,10 +37,11 @@ class UpdatePath {
   virtual precision::FinishedBackward finish(bool stop_requested) = 0;
   // The optimizer step of a step that was not skipped.
   virtual void apply(const precision::FinishedBackward& finished) = 0;
-  // Collective around a checkpoint's save, and after a load: the whole state on every rank, then a rank's own share
-  // again (only the sharded path holds a share).
+  // Around checkpoints (collective): the whole state on every rank before a save or a load, and after them; only
+  // the sharded path holds less than the whole.
   virtual void gather_whole_state() {}
-  virtual void release_foreign_state() {}
+  virtual void after_save() {}
+  virtual void after_load() {}
 };
 
 // The path for `optimizer` over `recipe`'s weights: across ranks when `group` is distributed (bucketed averaging of

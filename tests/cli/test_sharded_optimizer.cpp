@@ -14,12 +14,13 @@ namespace {
 
 const std::string kMixed = source_path("configs/mlp_fmnist_mixed.yaml");
 
-// BF16 weights with FP32 masters, AdamW, clipping by the global norm and a loss scale that grows: every piece
-// that must stay exactly as unsharded.
+// AdamW, clipping by the global norm and a loss scale that grows: every piece that must stay exactly as unsharded.
+// The spec's strategy is autocast (FP32 weights, each its own master); the first test sets BF16 weights with FP32
+// masters.
 std::vector<std::string> job(const std::string& dir, bool sharded, std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"train",
                                    kMixed,
-                                   "model.hidden_sizes=[1024,1024]",
+                                   "model.hidden_sizes=[2048,2048]",
                                    "optimizer.name=adamw",
                                    "optimizer.weight_decay=0.01",
                                    "train.grad_clip_norm=1.0",
@@ -76,8 +77,8 @@ TEST_CASE(
     "memory",
     "[slow][cli][dist][memory]") {
   const std::string plain = scratch_dir("zero-plain"), sharded = scratch_dir("zero-sharded");
-  run_ok(job(plain, false, {"--nproc", "2"}));
-  run_ok(job(sharded, true, {"--nproc", "2"}));
+  run_ok(job(plain, false, {"precision.strategy=master_weights", "--nproc", "2"}));
+  run_ok(job(sharded, true, {"precision.strategy=master_weights", "--nproc", "2"}));
   check_same_losses(plain, sharded);
   const auto scale_plain = metric_series(plain, "loss_scale"), scale_sharded = metric_series(sharded, "loss_scale");
   CHECK(scale_plain == scale_sharded);
@@ -85,8 +86,8 @@ TEST_CASE(
   check_same_weights(plain + "/checkpoints/step-000000024.mpt", sharded + "/checkpoints/step-000000024.mpt");
   const nlohmann::json a = read_json(plain + "/summary.json"), b = read_json(sharded + "/summary.json");
   CHECK(b["eval"]["accuracy"] == a["eval"]["accuracy"]);
-  // Rank 0 keeps half of 8 + 4 bytes per parameter: its training peak must drop.
-  CHECK(b["memory"]["training_peak_bytes"].get<double>() < 0.9 * a["memory"]["training_peak_bytes"].get<double>());
+  // Rank 0 keeps half of the 4 + 8 bytes per parameter (of 5.8 million) of masters and AdamW state.
+  CHECK(b["memory"]["training_peak_bytes"].get<double>() < 0.85 * a["memory"]["training_peak_bytes"].get<double>());
 }
 
 TEST_CASE(
