@@ -82,12 +82,14 @@ MicroBatchStats TrainStep::forward_backward(PhaseClock& clock) {
   const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, prediction.targets);  // FP32, mean over N
   clock.mark(&StepPhases::forward);
   recipe_.scaler().scale_loss(loss / static_cast<double>(config_.grad_accum_steps)).backward();
-  clock.mark(&StepPhases::backward);
-  // Loss and accuracy are per prediction (a sample, or a masked token); throughput is per sample.
+  // Loss and accuracy are per prediction (a sample, or a masked token); throughput is per sample. Their argmax
+  // is timed with backward, so that the scaler phase times the gradient check and the loss scale alone.
   const int64_t predicted = prediction.targets.size(0);
-  return {loss.detach().to(torch::kDouble) * static_cast<double>(predicted),
-          logits.detach().argmax(1).eq(prediction.targets).sum(), predicted, inputs.size(0),
-          loader_.position().epoch != epoch_before};
+  MicroBatchStats stats{loss.detach().to(torch::kDouble) * static_cast<double>(predicted),
+                        logits.detach().argmax(1).eq(prediction.targets).sum(), predicted, inputs.size(0),
+                        loader_.position().epoch != epoch_before};
+  clock.mark(&StepPhases::backward);
+  return stats;
 }
 
 void TrainStep::record_skip(StepResult& result) {

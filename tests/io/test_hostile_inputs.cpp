@@ -343,3 +343,21 @@ TEST_CASE("an IDX header whose dimensions multiply past 2^64 is refused", "[fast
   CHECK_THAT(error_of([&] { mpt::data::read_idx(dir + "/t10k-images-idx3-ubyte", 3); }),
              Catch::Contains("multiply past 2^64"));
 }
+
+TEST_CASE(
+    "model.init_skip: globs that take every tensor the file holds are an error saying so, and a glob that "
+    "matches nothing is reported",
+    "[fast][io]") {
+  struct Tiny : torch::nn::Module {
+    Tiny() { fc = register_module("fc", torch::nn::Linear(4, 3)); }
+    torch::nn::Linear fc{nullptr};
+  };
+  Tiny model;
+  const mpt::io::NamedTensorList file = {{"fc.weight", torch::zeros({3, 4})}, {"fc.bias", torch::zeros({3})}};
+  CHECK_THROWS_WITH(mpt::io::init_from_weights(model, file, "w.safetensors", {"*"}),
+                    Catch::Contains("w.safetensors: model.init_skip skips all 2 model tensors this file holds"));
+  const mpt::io::InitReport report = mpt::io::init_from_weights(model, file, "w.safetensors", {"fc.bias", "head.*"});
+  CHECK(report.loaded == 1);
+  CHECK(report.unmatched_skips == std::vector<std::string>{"head.*"});
+  CHECK_THAT(mpt::io::describe(report), Catch::Contains("model.init_skip globs matching no model tensor"));
+}
