@@ -68,8 +68,9 @@ std::vector<KeySpec> experiment_and_model_keys() {
            true),
       text("model.init_from", "\"\"",
            "Start from these weights: a safetensors, PyTorch zip (torch.save) or mpt checkpoint file with "
-           "torchvision / Hugging Face names (DDP's module. and torch.compile's _orig_mod. prefixes are dropped); "
-           "model tensors the file lacks keep their initialisation (a new head)."),
+           "torchvision / Hugging Face names (DDP's module. and torch.compile's _orig_mod. prefixes are dropped), "
+           "or a Hugging Face model folder (its model.safetensors or pytorch_model.bin); model tensors the file "
+           "lacks keep their initialisation (a new head)."),
       list("model.init_skip", KeyType::kStringList, "[]", 0,
            "Model tensors (globs over their names, e.g. [fc.*]) that keep their initialisation whatever "
            "model.init_from holds: fine-tuning with a head of another size."),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "common/echo.h"
 #include "common/error.h"
@@ -183,7 +184,18 @@ NamedTensorList decode_safetensors(const std::string& bytes, const std::string& 
   return tensors;
 }
 
-NamedTensorList read_weights(const std::string& path) {
+std::string weights_file_in(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(path, error)) return path;
+  for (const char* name : {"model.safetensors", "pytorch_model.bin"})
+    if (std::filesystem::is_regular_file(std::filesystem::path(path) / name, error))
+      return (std::filesystem::path(path) / name).string();
+  return "";
+}
+
+NamedTensorList read_weights(const std::string& given) {
+  const std::string path = weights_file_in(given);
+  if (path.empty()) throw UsageError(given + ": " + kNoWeightsInFolder);
   const std::string bytes = read_file(path);
   if (bytes.rfind("MPTCKPT\n", 0) == 0) return read_checkpoint_weights(path);
   if (bytes.rfind("PK\x03\x04", 0) == 0) return read_torch_state_dict(bytes, path);

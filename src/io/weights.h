@@ -21,8 +21,13 @@ std::string encode_safetensors(const NamedTensorList& tensors, const std::map<st
 // mpt::Error naming `source`, the tensor and the byte offset or field that is wrong.
 NamedTensorList decode_safetensors(const std::string& bytes, const std::string& source);
 
-// Reads a weights file by content: safetensors, PyTorch zip, or an mpt checkpoint's model tensors.
+// Reads a weights file by content: safetensors, PyTorch zip, or an mpt checkpoint's model tensors; a folder (a
+// Hugging Face model's) by the weights file in it (weights_file_in).
 NamedTensorList read_weights(const std::string& path);
+// `path` itself, or for a folder its model.safetensors, else its pytorch_model.bin; empty for a folder with neither.
+std::string weights_file_in(const std::string& path);
+constexpr const char* kNoWeightsInFolder =
+    "a folder without model.safetensors or pytorch_model.bin (what a Hugging Face model folder holds)";
 // Writes `tensors` atomically in `format` ("safetensors" or "torch").
 void write_weights(const std::string& path, const NamedTensorList& tensors, const std::string& format);
 

@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "config/load.h"
 #include "data/datasets.h"
+#include "io/weights.h"
 #include "models/registry.h"
 #include "precision/mode.h"
 #include "run/sections.h"
@@ -84,9 +85,11 @@ void check_data_and_model(const config::Spec& spec, Problems& problems) {
   const data::DatasetKind& data = data::dataset_kind(c.data.name);
   for (const data::DataProblem& problem : data.check_files(c.data))
     problems.push_back(at(spec, problem.key) + " = " + problem.message);
-  if (!c.model.init_from.empty())
-    if (const std::string why = path_problem(c.model.init_from, PathKind::kFile); !why.empty())
-      problems.push_back(at(spec, "model.init_from") + " = " + c.model.init_from + ": " + why);
+  if (!c.model.init_from.empty()) {
+    const std::string file = io::weights_file_in(c.model.init_from);  // a Hugging Face folder: the file in it
+    const std::string why = file.empty() ? io::kNoWeightsInFolder : path_problem(file, PathKind::kFile);
+    if (!why.empty()) problems.push_back(at(spec, "model.init_from") + " = " + c.model.init_from + ": " + why);
+  }
   const models::ModelFamily& family = models::model_family(c.model.name);
   if (family.check)
     for (const models::ModelProblem& problem : family.check(c.model))

@@ -25,6 +25,7 @@
 #include "io/checkpoint.h"
 #include "io/torch_pickle.h"
 #include "io/weights.h"
+#include "run/resolve.h"
 #include "tests/support/helpers.h"
 #include "tools/nightly/night.h"
 #include "tools/nightly/suite.h"
@@ -360,4 +361,24 @@ TEST_CASE(
   CHECK(report.loaded == 1);
   CHECK(report.unmatched_skips == std::vector<std::string>{"head.*"});
   CHECK_THAT(mpt::io::describe(report), Catch::Contains("model.init_skip globs matching no model tensor"));
+}
+
+TEST_CASE(
+    "model.init_from takes a Hugging Face model folder by its weights file, and a folder without one is "
+    "refused naming what it looked for",
+    "[fast][io]") {
+  const std::string folder = scratch_dir("init-from-folder");
+  mpt::io::write_weights(folder + "/model.safetensors", {{"fc.weight", torch::ones({3, 4})}}, "safetensors");
+  CHECK(mpt::io::weights_file_in(folder) == folder + "/model.safetensors");
+  const mpt::io::NamedTensorList read = mpt::io::read_weights(folder);
+  REQUIRE(read.size() == 1);
+  CHECK(torch::equal(read[0].second, torch::ones({3, 4})));
+  const std::string empty = scratch_dir("init-from-empty");
+  CHECK(mpt::io::weights_file_in(empty).empty());
+  CHECK_THROWS_WITH(mpt::io::read_weights(empty),
+                    Catch::Contains(empty + ": a folder without model.safetensors or pytorch_model.bin"));
+  CHECK(error_of([&] {
+          mpt::run::load_resolved_spec(mpt::testing::source_path("configs/mlp_fmnist_mixed.yaml"),
+                                       {"model.init_from=" + empty});
+        }).find("model.init_from = " + empty + ": a folder without model.safetensors") != std::string::npos);
 }
