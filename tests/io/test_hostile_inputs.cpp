@@ -192,7 +192,10 @@ TEST_CASE("a suite's non-finite numbers are refused, and an unreadable old night
 TEST_CASE("inputs that are not regular files are refused up front", "[fast][io]") {
   const std::string dir = scratch_dir("hostile_not_files");
   CHECK_THAT(error_of([] { mpt::read_file("/dev/zero"); }), Catch::Contains("/dev/zero: is not a regular file"));
-  CHECK_THAT(error_of([&] { mpt::io::read_weights(dir); }), Catch::Contains(dir + ": is a directory"));
+  // A folder is a Hugging Face model's: refused when it holds no weights file.
+  CHECK_THAT(error_of([&] { mpt::io::read_weights(dir); }),
+             Catch::Contains(dir + ": a folder without model.safetensors or pytorch_model.bin"));
+  CHECK_THAT(error_of([] { mpt::io::read_weights("/dev/zero"); }), Catch::Contains("/dev/zero: is not a regular file"));
   CHECK_THAT(error_of([&] { mpt::data::Vocabulary::load(dir); }), Catch::Contains(dir + ": is a directory"));
   const auto inspect = mpt::testing::run_mpt({"inspect", "/dev/zero"});
   CHECK(inspect.exit_code == 2);
@@ -218,7 +221,8 @@ TEST_CASE("paths the system refuses are one-line usage errors naming the key, ne
   CHECK_THAT(root.output, Catch::Contains("data.root = " + too_long + ": File name too long"));
   const auto init = mpt::testing::run_mpt({"train", spec, "model.init_from=" + dir, "--run-dir", dir + "/r2"});
   CHECK(init.exit_code == 2);
-  CHECK_THAT(init.output, Catch::Contains("model.init_from = " + dir + ": a folder, not a file"));
+  CHECK_THAT(init.output,
+             Catch::Contains("model.init_from = " + dir + ": a folder without model.safetensors or pytorch_model.bin"));
   const auto run_dir = mpt::testing::run_mpt({"train", spec, "--run-dir", too_long + "/run"});
   CHECK(run_dir.exit_code == 2);
   CHECK_THAT(run_dir.output, Catch::Contains("mpt: error: " + too_long) && Catch::Contains(": File name too long"));
