@@ -14,7 +14,8 @@ struct SavedBlock : torch::CustomClassHolder {
   Block block;
   torch::nn::Module* module = nullptr;
   const precision::GemmRouter* router = nullptr;
-  torch::Tensor generator_state;  // the block's device generator's before the first forward (dropout's masks)
+  torch::DeviceType device = torch::kCPU;  // where the block's inputs are
+  torch::Tensor generator_state;           // that device generator's before the first forward (dropout's masks)
   bool autocast_on = false;
   torch::ScalarType autocast_dtype = torch::kFloat;
   std::vector<int> input_slots, output_slots;  // see distinct()
@@ -47,13 +48,13 @@ Tensors expand(const Tensors& unique, const std::vector<int>& slots) {
 // after the backward through it: its graph saved them, so they cannot change before.
 class Rerun {
  public:
-  Rerun(const SavedBlock& saved, const Tensors& inputs, torch::DeviceType device) : module_(*saved.module) {
-    at::Generator generator = at::globalContext().defaultGenerator(torch::Device(device));
+  Rerun(const SavedBlock& saved, const Tensors& inputs) : module_(*saved.module) {
+    at::Generator generator = at::globalContext().defaultGenerator(torch::Device(saved.device));
     const torch::Tensor generator_now = generator.get_state();
     generator.set_state(saved.generator_state);
     for (const auto& buffer : module_.buffers()) buffers_.push_back(buffer.clone());
     {
-      const precision::AutocastScope autocast(device, saved.autocast_on ? saved.autocast_dtype : torch::kFloat);
+      const precision::AutocastScope autocast(saved.device, saved.autocast_on ? saved.autocast_dtype : torch::kFloat);
       const precision::GemmRouter::RecomputeScope recomputing(*saved.router);
       torch::AutoGradMode grad(true);
       outputs_ = saved.block(expand(inputs, saved.input_slots));
@@ -123,12 +124,12 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
       slots.push_back(c10::make_intrusive<GradSlot>());
       inputs.push_back(CaptureGradFunction::apply(input.detach().requires_grad_(true), slots.back()));
     }
-    Rerun rerun(*saved, inputs, inputs.front().device().type());
+    Rerun rerun(*saved, inputs);
     std::vector<int> slots_again;  // the first forward's, as the recomputation is the same
     const Tensors outputs = distinct(rerun.outputs(), slots_again);
     Tensors differentiable, incoming;
     for (size_t i = 0; i < outputs.size(); ++i)
-      if (outputs[i].defined() && outputs[i].requires_grad() && grads[i].defined())
+      if (outputs[i].requires_grad() && grads[i].defined())  // distinct() keeps defined outputs only
         differentiable.push_back(outputs[i]), incoming.push_back(grads[i]);
     torch::autograd::backward(differentiable, incoming);
     rerun.restore();
@@ -164,12 +165,11 @@ Tensors recompute_in_backward(const Block& block, const Tensors& inputs, torch::
   saved->block = block;
   saved->module = &module;
   saved->router = &policy.router();
-  torch::DeviceType device = torch::kCPU;
   for (const auto& input : inputs)
-    if (input.defined()) device = input.device().type();
-  saved->generator_state = at::globalContext().defaultGenerator(torch::Device(device)).get_state();
-  saved->autocast_on = precision::autocast_enabled(device);
-  saved->autocast_dtype = precision::autocast_dtype(device);
+    if (input.defined()) saved->device = input.device().type();
+  saved->generator_state = at::globalContext().defaultGenerator(torch::Device(saved->device)).get_state();
+  saved->autocast_on = precision::autocast_enabled(saved->device);
+  saved->autocast_dtype = precision::autocast_dtype(saved->device);
   const Tensors unique_inputs = distinct(inputs, saved->input_slots);
   // As a TensorList, not a vector: autograd counts a vector argument as one non-tensor input.
   return expand(RecomputeFunction::apply(at::TensorList(unique_inputs), saved), saved->output_slots);
