@@ -12,6 +12,7 @@ packages=(
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 zlib1g-dev
   libicu-dev                            # WordPiece: Unicode categories, lower-casing, NFD accent stripping
   libturbojpeg0-dev libpng-dev          # image folders: JPEG and PNG decoding
+  libcurl4-openssl-dev                  # MLflow tracking over its REST API
   dataset-fashion-mnist                 # the real data: /usr/share/datasets/fashion-mnist
   fortunes                              # real English text for BERT's masked-LM: /usr/share/games/fortunes
   clang                                 # the fuzz harnesses (libFuzzer, ASan, UBSan): scripts/fuzz.sh

@@ -16,6 +16,8 @@
 #include "config/schema.h"
 #include "run/resolve.h"
 #include "run/run_dir.h"
+#include "run/sections.h"
+#include "run/tracking.h"
 #include "tools/compare/comparison.h"
 #include "tools/compare/report.h"
 
@@ -29,8 +31,8 @@ void note_interrupt(int) { g_interrupted = 1; }
 
 // Keys that may always differ between A and B: what is being compared, and names and cosmetics.
 bool always_allowed(const std::string& key) {
-  return key.rfind("precision.", 0) == 0 || key == "experiment.name" || key == "experiment.output_root" ||
-         key == "train.progress" || key == "checkpoint.keep_last";
+  return key.rfind("precision.", 0) == 0 || key.rfind("tracking.", 0) == 0 || key == "experiment.name" ||
+         key == "experiment.output_root" || key == "train.progress" || key == "checkpoint.keep_last";
 }
 
 bool allowed_by_user(const std::string& key, const std::vector<std::string>& allow) {
@@ -162,6 +164,19 @@ void find_max_batches(const AbCompareOptions& options, compare::Comparison& comp
   compare::use_max_batch(comparison, budget, batches[0], batches[1]);
 }
 
+// The comparison as an MLflow parent run with the sides as children, when side A's spec (or MLFLOW_TRACKING_URI)
+// asks for tracking.
+void track_comparison(const AbCompareOptions& options, const std::string& out) {
+  const bool dirs = fs::is_directory(options.a);
+  const config::Spec spec = run::load_resolved_spec(dirs ? options.a + "/config.yaml" : options.a,
+                                                    dirs ? std::vector<std::string>{} : options.overrides);
+  const std::optional<mlflow::Target> target =
+      run::mlflow_target(run::read_sections(spec).mlflow, "mpt ab-compare " + options.a + " " + options.b);
+  if (target)
+    mlflow::deliver_or_spool(*target, out, "comparison",
+                             [](const std::string& line) { std::cerr << "ab-compare: " << line << "\n"; });
+}
+
 int finish(const AbCompareOptions& options, const std::string& out, const std::vector<compare::RunRecord>& a_runs,
            const std::vector<compare::RunRecord>& b_runs, std::vector<std::string> allowed) {
   compare::Thresholds thresholds;
@@ -176,6 +191,7 @@ int finish(const AbCompareOptions& options, const std::string& out, const std::v
   write_reports(out, comparison, a_runs.front(), b_runs.front());
   std::cout << compare::render_terminal(comparison)
             << fmt::format("report: {0}/report.html  (also compare.json, compare.md; tensorboard --logdir {0})\n", out);
+  track_comparison(options, out);
   return compare::verdict_exit_code(comparison.verdict);
 }
 

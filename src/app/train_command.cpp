@@ -20,6 +20,8 @@
 #include "run/run_trace.h"
 #include "run/sections.h"
 #include "run/stack.h"
+#include "run/tracking.h"
+#include "tools/mlflow/live_tracker.h"
 #include "train/trainer.h"
 
 namespace mpt::app {
@@ -111,6 +113,22 @@ int finish_run(const train::TrainResult& result, train::RunContext context, cons
   return code;
 }
 
+// The MLflow run that follows this one (rank 0 only), when the spec or MLFLOW_TRACKING_URI asks for one.
+std::unique_ptr<mlflow::LiveTracker> start_tracking(const std::optional<mlflow::Target>& target,
+                                                    const run::RunDirectory& dir, bool main_rank) {
+  if (!target || !main_rank) return nullptr;
+  std::shared_ptr<spdlog::logger> logger = dir.logger();
+  return std::make_unique<mlflow::LiveTracker>(
+      *target, dir.dir(), [logger](const std::string& line) { logger->info("{}", line); },
+      [logger](const std::string& line) { logger->warn("{}", line); });
+}
+
+std::string command_line(const TrainOptions& options) {
+  std::string line = "mpt train " + options.spec_path;
+  for (const auto& item : options.overrides) line += " " + item;
+  return line;
+}
+
 }  // namespace
 
 int run_train(const TrainOptions& options) {
@@ -118,6 +136,7 @@ int run_train(const TrainOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   const config::Spec spec = run::load_resolved_spec(options.spec_path, options.overrides);
   run::ExperimentConfig c = run::read_sections(spec);
+  const std::optional<mlflow::Target> tracking = run::mlflow_target(c.mlflow, command_line(options));
   // Data parallelism when a launcher (or --nproc) set the job up: join before touching the run directory.
   const std::optional<distributed::LaunchInfo> launch = distributed::launch_from_environment();
   distributed::Group group = launch ? distributed::Group::join(*launch, c.distributed) : distributed::Group();
@@ -155,6 +174,7 @@ int run_train(const TrainOptions& options) {
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
   dir.keep();
+  const std::unique_ptr<mlflow::LiveTracker> tracker = start_tracking(tracking, dir, group.is_main());
   train::RunContext context = run::run_context(c, machine, stack, group);
   train::TrainResult result;
   try {
@@ -162,10 +182,13 @@ int run_train(const TrainOptions& options) {
         train::Trainer(c.train, step, {metrics, evaluator, checkpointer, dir.sinks()}, group).run(g_stop_requested);
   } catch (const std::exception& e) {
     run::record_failure(dir.dir(), group.rank(), step.state().step, e, context, dir.events(), dir.logger());
+    if (tracker) tracker->finish();
     throw;
   }
   context.wall_time_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  return finish_run(result, context, memory, dir, group.is_main());
+  const int code = finish_run(result, context, memory, dir, group.is_main());
+  if (tracker) tracker->finish();
+  return code;
 }
 
 }  // namespace mpt::app

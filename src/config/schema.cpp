@@ -251,9 +251,26 @@ std::vector<KeySpec> system_keys() {
   };
 }
 
+std::vector<KeySpec> tracking_keys() {
+  return {
+      resumable(text("tracking.mlflow.uri", "\"\"",
+                     "MLflow tracking server (http:// or https://) that receives the run: params, metrics, events, "
+                     "summary and key files. Empty: MLFLOW_TRACKING_URI, and no tracking when that is unset too; "
+                     "off: no tracking.")),
+      resumable(text("tracking.mlflow.experiment", "\"\"",
+                     "MLflow experiment (created when missing). Empty: MLFLOW_EXPERIMENT_NAME, else Default.")),
+      resumable(text("tracking.mlflow.run_name", "\"\"", "MLflow run name. Empty: the run directory's name.")),
+      resumable(list("tracking.mlflow.tags", KeyType::kStringList, "[]", 0,
+                     "Tags set on the MLflow run, each KEY=VALUE (e.g. [team=vision, ticket=ML-42]).")),
+      resumable(text("tracking.mlflow.spool", "\"\"",
+                     "Folder where runs wait when the server does not answer; the next tracked mpt command delivers "
+                     "them. Empty: $XDG_CACHE_HOME/mpt/mlflow-spool (else ~/.cache/mpt/mlflow-spool).")),
+  };
+}
+
 std::vector<KeySpec> build_schema() {
   std::vector<KeySpec> all;
-  for (auto section : {experiment_and_model_keys, data_keys, precision_keys, training_keys, system_keys})
+  for (auto section : {experiment_and_model_keys, data_keys, precision_keys, training_keys, system_keys, tracking_keys})
     for (auto& key : section()) all.push_back(std::move(key));
   return all;
 }

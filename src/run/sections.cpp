@@ -190,6 +190,11 @@ std::vector<KeyBinding> system_bindings() {
       binding("debug.die_at_step", &E::debug, &G::die_at_step),
       binding("debug.forbid_host_syncs", &E::debug, &G::forbid_host_syncs),
       binding("debug.slow_down", &E::debug, &G::slow_down),
+      binding("tracking.mlflow.uri", &E::mlflow, &MlflowSection::uri),
+      binding("tracking.mlflow.experiment", &E::mlflow, &MlflowSection::experiment),
+      binding("tracking.mlflow.run_name", &E::mlflow, &MlflowSection::run_name),
+      binding("tracking.mlflow.tags", &E::mlflow, &MlflowSection::tags),
+      binding("tracking.mlflow.spool", &E::mlflow, &MlflowSection::spool),
   };
 }
 

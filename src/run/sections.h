@@ -24,6 +24,12 @@ struct ExperimentSection {
   std::string output_root = "runs";
 };
 
+// tracking.mlflow: where the run is tracked (run/tracking.h resolves it with MLflow's environment variables).
+struct MlflowSection {
+  std::string uri, experiment, run_name, spool;
+  std::vector<std::string> tags;  // KEY=VALUE
+};
+
 // One member per section of the spec, each the struct its component takes.
 struct ExperimentConfig {
   ExperimentSection experiment;
@@ -38,6 +44,7 @@ struct ExperimentConfig {
   hardware::DeviceConfig device;
   distributed::DistributedConfig distributed;
   train::DebugConfig debug;
+  MlflowSection mlflow;
 };
 
 ExperimentConfig read_sections(const config::Spec& spec);

@@ -57,8 +57,13 @@ CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int6
 }
 
 int start_mpt(const std::vector<std::string>& args, const std::string& log_path) {
-  std::vector<std::string> owned = {MPT_BINARY};
-  owned.insert(owned.end(), args.begin(), args.end());
+  std::vector<std::string> program = {MPT_BINARY};
+  program.insert(program.end(), args.begin(), args.end());
+  return start_program(program, log_path);
+}
+
+int start_program(const std::vector<std::string>& program, const std::string& log_path) {
+  std::vector<std::string> owned = program;
   std::vector<char*> argv;
   for (auto& arg : owned) argv.push_back(arg.data());
   argv.push_back(nullptr);

@@ -41,6 +41,8 @@ CommandResult run_mpt_with_file_limit(const std::vector<std::string>& args, int6
 
 // Starts `mpt ARGS...` in its own process group, output to `log_path`, without waiting; returns its pid.
 int start_mpt(const std::vector<std::string>& args, const std::string& log_path);
+// Starts PROGRAM ARGS... (program[0] a path) the same way.
+int start_program(const std::vector<std::string>& program, const std::string& log_path);
 // kill -9 of the whole process group started by start_mpt (the power cut), then reaps it.
 void kill_hard(int pid);
 // Waits for a start_mpt process; returns its exit code.

@@ -1,0 +1,65 @@
+// Delivering a directory to an MLflow server, in as many sittings as it takes: a training run directory (params,
+// metrics and events as they grow, then the summary, the key files as artifacts and the final status) or an A/B
+// comparison (a parent run holding the verdict and report, its two sides as child runs). What has gone out is
+// kept in the directory's mlflow.json, so a resumed run continues its MLflow run and nothing is sent twice.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "tools/mlflow/client.h"
+
+namespace mpt::mlflow {
+
+// Where and how directories are tracked: the spec's tracking.mlflow keys, with MLflow's environment variables.
+struct Target {
+  std::string uri;  // http(s)://...; empty: tracking off
+  std::string experiment;
+  std::string run_name;  // empty: the directory's name
+  KeyValues tags;
+  std::string spool;   // folder of directories that could not be delivered
+  std::string source;  // the command that made the directory, for mlflow.source.name
+};
+
+// The state file of a delivered directory.
+inline constexpr const char* kStateFile = "mlflow.json";
+
+class RunDelivery {
+ public:
+  RunDelivery(Client& client, Target target, std::string run_dir, std::string parent_run_id = "");
+
+  // The MLflow run (created on first use), the params once, the metrics and events added since the last call.
+  void deliver_progress();
+  // deliver_progress, then, when summary.json is there, its answers, the artifacts and the terminal status.
+  void deliver_final();
+  const RunInfo& run();
+
+ private:
+  void ensure_run();
+  void save_state();
+
+  Client& client_;
+  Target target_;
+  std::string dir_, parent_;
+  nlohmann::json state_;
+  RunInfo run_;
+  bool checked_ = false;
+};
+
+// An ab-compare output folder: the parent run (compare.json's numbers as metrics, the verdict as a tag, the
+// report files as artifacts) and each side's run directory (compare.json's run_dir, and the run directories
+// inside the folder) as a child run.
+void deliver_comparison(Client& client, const Target& target, const std::string& out_dir);
+
+// For a command that ends with something to track ("run" or "comparison"): the spool first, then `dir`; when
+// the server does not answer, `dir` is spooled. Never throws; `say` hears one line of what happened.
+void deliver_or_spool(const Target& target, const std::string& dir, const std::string& kind,
+                      const std::function<void(const std::string&)>& say);
+
+// Records `dir` (kind "run" or "comparison") for a later delivery.
+void spool(const Target& target, const std::string& dir, const std::string& kind);
+// Delivers what the spool holds, oldest first; stops at the first server that does not answer. Returns the
+// directories delivered; `warn` hears of each one dropped (its folder gone, or refused by the server).
+int flush_spool(const std::string& spool_dir, const std::function<void(const std::string&)>& warn);
+
+}  // namespace mpt::mlflow

@@ -1,0 +1,80 @@
+#include "tools/mlflow/http.h"
+
+#include <curl/curl.h>
+
+#include <memory>
+#include <mutex>
+
+namespace mpt::mlflow {
+namespace {
+
+void global_init_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+size_t append_body(char* data, size_t size, size_t count, void* target) {
+  static_cast<std::string*>(target)->append(data, size * count);
+  return size * count;
+}
+
+// MLflow's clients read credentials and TLS settings from these variables; so does mpt.
+void apply_environment(CURL* curl, curl_slist*& headers) {
+  if (const char* token = std::getenv("MLFLOW_TRACKING_TOKEN"); token && *token)
+    headers = curl_slist_append(headers, (std::string("Authorization: Bearer ") + token).c_str());
+  const char* user = std::getenv("MLFLOW_TRACKING_USERNAME");
+  const char* password = std::getenv("MLFLOW_TRACKING_PASSWORD");
+  if (user && *user) {
+    curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    curl_easy_setopt(curl, CURLOPT_USERNAME, user);
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, password ? password : "");
+  }
+  if (const char* insecure = std::getenv("MLFLOW_TRACKING_INSECURE_TLS"); insecure && std::string(insecure) == "true") {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (const char* bundle = std::getenv("MLFLOW_TRACKING_SERVER_CERT_PATH"); bundle && *bundle)
+    curl_easy_setopt(curl, CURLOPT_CAINFO, bundle);
+}
+
+}  // namespace
+
+HttpResponse send(const HttpRequest& request) {
+  global_init_once();
+  HttpResponse response;
+  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) return HttpResponse{0, "", "libcurl could not start a request"};
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, ("Content-Type: " + request.content_type).c_str());
+  for (const auto& header : request.headers) headers = curl_slist_append(headers, header.c_str());
+  CURL* c = curl.get();
+  apply_environment(c, headers);
+  curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: safe beside the training threads
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, request.connect_timeout_ms);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, request.timeout_ms);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  if (request.method == "POST" || request.method == "PUT") {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  }
+  const CURLcode code = curl_easy_perform(c);
+  curl_slist_free_all(headers);
+  if (code != CURLE_OK) return HttpResponse{0, "", curl_easy_strerror(code)};
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
+  return response;
+}
+
+std::string url_escape(const std::string& text) {
+  global_init_once();
+  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
+  char* escaped = curl_easy_escape(curl.get(), text.data(), static_cast<int>(text.size()));
+  std::string out = escaped ? escaped : "";
+  curl_free(escaped);
+  return out;
+}
+
+}  // namespace mpt::mlflow

@@ -1,0 +1,33 @@
+// A small HTTP client over libcurl for the tracking server: one request at a time, bounded by timeouts, never
+// throwing for what the network does (the answer says what happened).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mpt::mlflow {
+
+struct HttpRequest {
+  std::string method = "GET";  // GET, POST, PUT
+  std::string url;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::string> headers;  // "Name: value"
+  long connect_timeout_ms = 3000;
+  long timeout_ms = 15000;  // the whole exchange
+};
+
+struct HttpResponse {
+  long status = 0;  // 0 when no answer came
+  std::string body;
+  std::string error;  // the transport's reason when no answer came
+  bool answered() const { return error.empty(); }
+  bool ok() const { return answered() && status >= 200 && status < 300; }
+};
+
+HttpResponse send(const HttpRequest& request);
+
+// `text` escaped for a URL's path or query.
+std::string url_escape(const std::string& text);
+
+}  // namespace mpt::mlflow

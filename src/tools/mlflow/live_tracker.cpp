@@ -1,0 +1,82 @@
+#include "tools/mlflow/live_tracker.h"
+
+#include <fmt/format.h>
+
+namespace mpt::mlflow {
+
+LiveTracker::LiveTracker(Target target, std::string run_dir, Say info, Say warn, std::chrono::milliseconds interval)
+    : target_(std::move(target)),
+      dir_(std::move(run_dir)),
+      info_(std::move(info)),
+      warn_(std::move(warn)),
+      interval_(interval),
+      client_(target_.uri),
+      delivery_(client_, target_, dir_) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+LiveTracker::~LiveTracker() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool LiveTracker::attempt(const std::function<void()>& delivery) {
+  if (given_up_) return false;
+  try {
+    delivery();
+    return true;
+  } catch (const Unreachable& e) {
+    given_up_ = true;
+    try {
+      spool(target_, dir_, "run");
+      warn_(
+          fmt::format("mlflow: {} is not answering ({}); training goes on, and this run waits in {} for the next "
+                      "tracked mpt command to deliver it",
+                      target_.uri, e.what(), target_.spool));
+    } catch (const std::exception& spool_error) {
+      warn_(fmt::format("mlflow: {} is not answering ({}), and the spool failed too: {}", target_.uri, e.what(),
+                        spool_error.what()));
+    }
+  } catch (const std::exception& e) {
+    given_up_ = true;
+    warn_(fmt::format("mlflow: {} refused this run ({}); it is not tracked further", target_.uri, e.what()));
+  }
+  return false;
+}
+
+void LiveTracker::loop() {
+  try {
+    if (const int delivered = flush_spool(target_.spool, warn_); delivered > 0)
+      info_(fmt::format("mlflow: delivered {} spooled director{} from {}", delivered, delivered == 1 ? "y" : "ies",
+                        target_.spool));
+  } catch (const std::exception& e) {
+    warn_(fmt::format("mlflow spool {}: {}", target_.spool, e.what()));
+  }
+  if (attempt([this] { delivery_.deliver_progress(); }))
+    info_(fmt::format("mlflow: tracking to {} as run {} of experiment '{}'", target_.uri, delivery_.run().run_id,
+                      target_.experiment));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_ && !given_up_) {
+    wake_.wait_for(lock, interval_, [this] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    attempt([this] { delivery_.deliver_progress(); });
+    lock.lock();
+  }
+}
+
+void LiveTracker::finish() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  attempt([this] { delivery_.deliver_final(); });
+}
+
+}  // namespace mpt::mlflow
