@@ -1,11 +1,12 @@
-// FP8 state in a checkpoint: the input's bytes become a layer's amax histories and scales (raw FP32), written as a
-// CRC-valid checkpoint and resumed through load_checkpoint's content check. What the check lets through must
-// cast and update without a NaN from finite values and keep every scale positive and finite.
+// FP8 state in a checkpoint: the input's bytes become a layer's amax histories and scales (raw FP32), checked by
+// the content check load_checkpoint runs on a resumed checkpoint's FP8 tensors. What the check lets through must
+// cast and update without a NaN from finite values and keep every scale positive and finite. The checkpoint
+// container itself (zip records, CRCs) is the weights harness's; here the state goes to the check in memory, so
+// a run reaches its million inputs.
 #include <cmath>
 #include <cstring>
 
 #include "fuzz/harness.h"
-#include "io/checkpoint.h"
 #include "precision/fp8.h"
 
 namespace {
@@ -24,32 +25,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c.amax_history = 4;
     return c;
   }();
-  static torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
-  // A checkpoint is written atomically (fsync) for every input: on tmpfs, where that costs no disk flush.
-  static const std::string path = std::filesystem::is_directory("/dev/shm")
-                                      ? "/dev/shm/fuzz-fp8-" + std::to_string(::getpid()) + ".mpt"
-                                      : mpt::fuzz::scratch_path("fp8.mpt");
   if (size < 2) return 0;
   config.recipe = data[0] % 2 ? "current" : "delayed";
   config.margin = data[1] % 4;
   data += 2, size -= 2;
 
   mpt::precision::Fp8Gemms fp8(config, model, mpt::precision::ModulePolicy(), torch::kCPU);
-  mpt::io::ModelTensors weights = mpt::io::tensors_of(model);
+  torch::OrderedDict<std::string, torch::Tensor> saved;
   for (const auto& [name, tensor] : fp8.state()) {  // fill history then scale, layer by layer, from the input
     const size_t bytes = std::min(size, static_cast<size_t>(tensor.numel()) * sizeof(float));
     if (bytes > 0) std::memcpy(tensor.data_ptr<float>(), data, bytes);
     data += bytes, size -= bytes;
-    weights.buffers.insert(name, tensor);
+    saved.insert(name, tensor);
   }
-  mpt::io::TrainingState state;
-  state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
-  mpt::io::save_checkpoint(path, weights, optimizer, state);
-  try {
-    mpt::io::load_checkpoint(path, weights, optimizer, [&](const auto& saved) { return fp8.check_state(saved); });
-  } catch (const mpt::Error&) {
-    return 0;  // refused: the content check named what is wrong
-  }
+  if (!fp8.check_state(saved).empty()) return 0;  // refused: the check named what is wrong
   // Accepted: a step's casts and the scale update must stay finite.
   const torch::Tensor x = torch::linspace(-3.0, 3.0, 256).reshape({16, 16});
   auto* layer = fp8.layer_for(model.layer->weight);
