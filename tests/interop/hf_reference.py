@@ -7,6 +7,10 @@ test_tokenizers.cpp), run with the torch environment's transformers, tokenizers 
   mlm MODEL_DIR IO TOL      BertForMaskedLM.from_pretrained(MODEL_DIR) (an mpt export) against IO's mpt logits
   wordpiece VOCAB CASES     BertWordPieceTokenizer(VOCAB, lowercase) on each text of CASES (JSON: [{text, ids}]),
                             without special tokens; exits 1 if any differs from mpt's ids, naming the first ones
+  autotokenizer DIR CASES   the same with AutoTokenizer.from_pretrained(DIR) (an mpt export)
+  fill-mask DIR TEXT        pipeline("fill-mask", DIR) on TEXT; prints its answers as JSON
+  text-classification DIR TEXT
+                            pipeline("text-classification", DIR) on TEXT; prints its answer as JSON
 """
 import json
 import sys
@@ -41,18 +45,25 @@ def compare_model(kind, model_dir, io_path, tolerance):
     return 0 if difference <= tolerance else 1
 
 
-def compare_wordpiece(vocab, cases_path):
-    from tokenizers import BertWordPieceTokenizer
-    tokenizer = BertWordPieceTokenizer(vocab, lowercase=True, strip_accents=True, clean_text=True,
-                                       handle_chinese_chars=True)
+def compare_wordpiece(vocab, cases_path, from_folder=False):
     with open(cases_path, encoding="utf-8") as f:
         cases = json.load(f)
+    if from_folder:
+        import transformers
+        tokenizer = transformers.AutoTokenizer.from_pretrained(vocab)
+        encoded = tokenizer([case["text"] for case in cases], add_special_tokens=False)["input_ids"]
+        name = f"AutoTokenizer ({type(tokenizer).__name__}, {len(tokenizer)} tokens)"
+    else:
+        from tokenizers import BertWordPieceTokenizer
+        tokenizer = BertWordPieceTokenizer(vocab, lowercase=True, strip_accents=True, clean_text=True,
+                                           handle_chinese_chars=True)
+        encoded = [tokenizer.encode(case["text"], add_special_tokens=False).ids for case in cases]
+        name = "tokenizers' BertWordPieceTokenizer"
     wrong = []
-    for case in cases:
-        expected = tokenizer.encode(case["text"], add_special_tokens=False).ids
+    for case, expected in zip(cases, encoded):
         if expected != case["ids"]:
             wrong.append((case["text"], case["ids"], expected))
-    print(f"wordpiece: {len(cases)} texts, {len(wrong)} differ from tokenizers' BertWordPieceTokenizer")
+    print(f"wordpiece: {len(cases)} texts, {len(wrong)} differ from {name}")
     for text, mine, expected in wrong[:5]:
         print(f"  {text!r}\n    mpt:        {mine}\n    tokenizers: {expected}")
     return 0 if not wrong else 1
@@ -63,8 +74,13 @@ def main():
     mode = sys.argv[1]
     if mode in ("hidden", "mlm"):
         return compare_model(mode, sys.argv[2], sys.argv[3], float(sys.argv[4]))
-    if mode == "wordpiece":
-        return compare_wordpiece(sys.argv[2], sys.argv[3])
+    if mode in ("wordpiece", "autotokenizer"):
+        return compare_wordpiece(sys.argv[2], sys.argv[3], from_folder=mode == "autotokenizer")
+    if mode in ("fill-mask", "text-classification"):
+        import transformers
+        answer = transformers.pipeline(mode, model=sys.argv[2], device="cpu")(sys.argv[3])
+        print(json.dumps({"answer": answer}))
+        return 0
     print(f"unknown mode {mode}", file=sys.stderr)
     return 2
 

@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 
+#include "data/wordpiece.h"
 #include "io/checkpoint.h"
 #include "io/weights.h"
 #include "models/hf_config.h"
@@ -105,4 +107,79 @@ TEST_CASE("an mpt BERT exported as a Hugging Face folder loads with from_pretrai
   torch::manual_seed(1);
   const torch::Tensor ids = sample_ids();
   CHECK(compare("mlm", dir + "/hf", {{"input_ids", ids}, {"logits", model->forward(ids)}}, 1e-4) == 0);
+}
+
+namespace {
+
+// `mpt train SPEC` for a few steps and `mpt export --format hf`; returns the folder.
+std::string exported_folder(const std::string& name, const std::string& spec, const std::string& data_root) {
+  const std::string dir = testing::scratch_dir(name);
+  const testing::CommandResult train =
+      testing::run_mpt({"train", source_path(spec), "train.max_steps=3", "train.epochs=1", "data.batch_size=4",
+                        "data.test_limit=8", "data.root=" + source_path(data_root),
+                        "data.vocab=" + source_path("data/bert-base-uncased/vocab.txt"), "--run-dir", dir + "/run"});
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const testing::CommandResult exported =
+      testing::run_mpt({"export", dir + "/run", "--format", "hf", "--out", dir + "/hf"});
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  return dir + "/hf";
+}
+
+nlohmann::json pipeline_answer(const std::string& task, const std::string& folder, const std::string& text) {
+  const testing::CommandResult run =
+      testing::run_python(source_path("tests/interop/hf_reference.py") + " " + task + " " + folder + " '" + text + "'");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  return nlohmann::json::parse(run.output.substr(run.output.rfind("{\"answer\"")))["answer"];
+}
+
+}  // namespace
+
+TEST_CASE("an exported masked-LM folder is complete: AutoTokenizer gives the training ids, fill-mask real tokens",
+          "[slow][interop]") {
+  if (const std::string missing = testing::python_missing("transformers"); !missing.empty()) MPT_SKIP(missing);
+  const std::string folder = exported_folder("hf-complete-mlm", "configs/bert_tiny_mlm.yaml", "data/corpus/fortunes");
+  for (const char* file : {"vocab.txt", "tokenizer_config.json", "special_tokens_map.json"})
+    CHECK(std::filesystem::is_regular_file(folder + "/" + file));
+  CHECK(testing::read_json(folder + "/tokenizer_config.json")["do_lower_case"] == true);
+
+  // Every corpus line, tokenised by mpt as training does, against AutoTokenizer on the folder.
+  const data::WordPieceTokenizer tokenizer(data::Vocabulary::load(folder + "/vocab.txt"), /*lowercase=*/true);
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& entry : std::filesystem::directory_iterator(source_path("data/corpus/fortunes")))
+    data::for_each_utf8_line(entry.path().string(), [&](std::string& line, int64_t) {
+      if (!line.empty()) cases.push_back({{"text", line}, {"ids", tokenizer.encode(line)}});
+    });
+  REQUIRE(cases.size() > 10000);
+  const std::string path = testing::scratch_dir("hf-complete-cases") + "/cases.json";
+  std::ofstream(path) << cases.dump();
+  const testing::CommandResult same =
+      testing::run_python(source_path("tests/interop/hf_reference.py") + " autotokenizer " + folder + " " + path);
+  INFO(same.output);
+  CHECK(same.exit_code == 0);
+
+  const nlohmann::json answers = pipeline_answer("fill-mask", folder, "the meaning of [MASK] is unclear.");
+  REQUIRE(answers.size() == 5u);
+  const data::Vocabulary vocabulary = data::Vocabulary::load(folder + "/vocab.txt");
+  for (const auto& answer : answers) {
+    const std::string token = answer["token_str"];
+    CHECK(!token.empty());
+    CHECK(vocabulary.token(answer["token"].get<int64_t>()).find(token) != std::string::npos);
+  }
+}
+
+TEST_CASE("an exported classifier folder names its classes: text-classification says the topic", "[slow][interop]") {
+  if (const std::string missing = testing::python_missing("transformers"); !missing.empty()) MPT_SKIP(missing);
+  const std::string folder =
+      exported_folder("hf-complete-topics", "configs/bert_tiny_topics.yaml", "data/fortune_topics");
+  const nlohmann::json config = testing::read_json(folder + "/config.json");
+  CHECK(config["id2label"] ==
+        nlohmann::json::parse(R"({"0": "computers", "1": "politics", "2": "science", "3": "songs-poems"})"));
+  CHECK(config["label2id"]["science"] == 2);
+  const nlohmann::json answer = pipeline_answer("text-classification", folder, "The compiler rejected my program.");
+  REQUIRE(answer.size() == 1u);
+  const std::string label = answer[0]["label"];
+  CHECK((label == "computers" || label == "politics" || label == "science" || label == "songs-poems"));
 }

@@ -1,0 +1,111 @@
+#include "run/hf_export.h"
+
+#include <filesystem>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "config/load.h"
+#include "data/dataset.h"
+#include "data/wordpiece.h"
+#include "models/hf_config.h"
+#include "models/registry.h"
+#include "run/sections.h"
+
+namespace mpt::run {
+namespace {
+
+namespace fs = std::filesystem;
+
+int64_t rows_of(const io::NamedTensorList& weights, const std::string& name, const std::string& checkpoint) {
+  for (const auto& [key, tensor] : weights)
+    if (key == name) return tensor.size(0);
+  throw Error(checkpoint + ": no tensor '" + name + "' (not a BERT checkpoint of this head?)");
+}
+
+// BERT's special tokens, as bert-base-uncased names them; the vocabulary must hold each.
+const char* const kSpecialTokens[][2] = {{"unk_token", "[UNK]"},
+                                         {"sep_token", "[SEP]"},
+                                         {"pad_token", "[PAD]"},
+                                         {"cls_token", "[CLS]"},
+                                         {"mask_token", "[MASK]"}};
+
+// The special tokens map, after checking that the run's vocabulary is there and holds them.
+nlohmann::json special_tokens(const ExperimentConfig& c) {
+  const std::string& vocab = c.data.vocab;
+  if (!fs::is_regular_file(vocab))
+    throw Error("--format hf: the run's vocabulary " + vocab +
+                " (data.vocab) is not there to copy; run the export from the folder the run was trained in");
+  const data::Vocabulary words = data::Vocabulary::load(vocab);
+  nlohmann::json special = nlohmann::json::object();
+  for (const auto& [key, token] : kSpecialTokens) {
+    (void)words.id(token);  // throws, naming the file, when the token is missing
+    special[key] = token;
+  }
+  return special;
+}
+
+// vocab.txt as trained, and the settings that make BertTokenizer(Fast) split text as mpt's WordPiece did.
+void write_tokenizer(const ExperimentConfig& c, const nlohmann::json& special, const std::string& out) {
+  const std::string& vocab = c.data.vocab;
+  nlohmann::json tokenizer = special;
+  tokenizer["tokenizer_class"] = "BertTokenizer";
+  tokenizer["do_lower_case"] = c.data.lowercase;
+  tokenizer["strip_accents"] = nullptr;  // follows do_lower_case, as mpt's normalisation does
+  tokenizer["tokenize_chinese_chars"] = true;
+  tokenizer["do_basic_tokenize"] = true;
+  tokenizer["model_max_length"] = c.data.seq_len;
+  tokenizer["clean_up_tokenization_spaces"] = true;
+  fs::copy_file(vocab, out + "/vocab.txt", fs::copy_options::overwrite_existing);
+  write_file_atomically(out + "/tokenizer_config.json", tokenizer.dump(2) + "\n");
+  write_file_atomically(out + "/special_tokens_map.json", special.dump(2) + "\n");
+}
+
+// id2label/label2id from the dataset's classes, in the order the run numbered them.
+std::string add_labels(const ExperimentConfig& c, nlohmann::json& config) {
+  std::vector<std::string> labels;
+  try {
+    labels = data::text_classification_labels(c.data.root);
+  } catch (const std::exception& e) {
+    return std::string("--format hf: no class names (") + e.what() + "); pipelines will say LABEL_0, LABEL_1, ...";
+  }
+  if (static_cast<int64_t>(labels.size()) != config.value("num_labels", int64_t{0}))
+    return "--format hf: " + c.data.root + " now has " + std::to_string(labels.size()) + " classes, the classifier " +
+           std::to_string(config.value("num_labels", 0)) + "; class names left out";
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (size_t i = 0; i < labels.size(); ++i) {
+    id2label[std::to_string(i)] = labels[i];
+    label2id[labels[i]] = i;
+  }
+  config["id2label"] = id2label;
+  config["label2id"] = label2id;
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> write_hf_folder(const std::string& checkpoint, const io::NamedTensorList& weights,
+                                         const std::string& out) {
+  const fs::path run_dir = fs::path(checkpoint).parent_path().parent_path();
+  const std::string spec_path = (run_dir / "config.yaml").string();
+  if (!fs::is_regular_file(spec_path))
+    throw UsageError("--format hf: " + checkpoint + " is not inside a run directory (no " + spec_path +
+                     " to take the architecture from)");
+  const ExperimentConfig c = read_sections(config::load_spec(spec_path, {}));
+  if (models::model_family(c.model.name).prefix != "bert")
+    throw UsageError("--format hf exports BERT runs; " + spec_path + " has model.name: " + c.model.name);
+  models::BertConfig bert = models::bert_architecture(c.model);
+  bert.vocab_size = rows_of(weights, "bert.embeddings.word_embeddings.weight", checkpoint);
+  if (bert.head == "classification") bert.num_classes = rows_of(weights, "classifier.weight", checkpoint);
+  const nlohmann::json special = special_tokens(c);
+  std::vector<std::string> warnings;
+  nlohmann::json config = models::hf_bert_config(bert);
+  if (bert.head == "classification" && c.data.name == "text_classification")
+    if (std::string warning = add_labels(c, config); !warning.empty()) warnings.push_back(warning);
+  fs::create_directories(out);
+  io::write_weights(out + "/model.safetensors", weights, "safetensors");
+  write_file_atomically(out + "/config.json", config.dump(2) + "\n");
+  write_tokenizer(c, special, out);
+  return warnings;
+}
+
+}  // namespace mpt::run

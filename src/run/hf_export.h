@@ -1,0 +1,18 @@
+// A trained BERT run as a complete Hugging Face model folder: config.json (with id2label/label2id for a
+// classifier), model.safetensors, and the tokenizer the run trained with (vocab.txt, tokenizer_config.json,
+// special_tokens_map.json), so that AutoTokenizer, AutoModel and pipeline() load the folder as they load the hub's.
+#pragma once
+
+#include <string>
+
+#include "io/weights.h"
+
+namespace mpt::run {
+
+// Writes the folder `out` for `weights`, read from `checkpoint` inside a run directory whose config.yaml gives
+// the architecture, the vocabulary, the lower-casing and the classes. Returns warnings (a class list that could
+// not be read) for the caller to print.
+std::vector<std::string> write_hf_folder(const std::string& checkpoint, const io::NamedTensorList& weights,
+                                         const std::string& out);
+
+}  // namespace mpt::run
