@@ -30,26 +30,30 @@ int read_int(const Getter& get, const std::string& name, int min, int max, const
                    std::to_string(max) + "]");
 }
 
+// A Slurm per-node list such as "2(x3),1" (SLURM_TASKS_PER_NODE, SLURM_JOB_CPUS_PER_NODE) at this node's index
+// SLURM_NODEID, or 0 when either is missing or malformed.
+template <typename Get>
+int slurm_per_node_value(const Get& get, const std::optional<std::string>& list) {
+  const auto node = get("SLURM_NODEID");
+  if (!list || !node) return 0;
+  std::vector<int> per_node;
+  std::stringstream entries(*list);
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    int value = 0, repeat = 1;
+    if (std::sscanf(entry.c_str(), "%d(x%d)", &value, &repeat) < 1 || value < 1 || repeat < 1 || repeat > 100000) break;
+    per_node.insert(per_node.end(), static_cast<size_t>(repeat), value);
+  }
+  const int index = std::atoi(node->c_str());
+  return index >= 0 && index < static_cast<int>(per_node.size()) ? per_node[static_cast<size_t>(index)] : 0;
+}
+
 // Slurm without --ntasks-per-node: this node's share from SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE),
-// a list such as "2(x3),1" indexed by SLURM_NODEID; else the job's tasks spread evenly over SLURM_NNODES.
-// Counting every rank as alone on its node would give each one all the node's cores.
+// else the job's tasks spread evenly over SLURM_NNODES. Counting every rank as alone on its node would give
+// each one all the node's cores.
 template <typename Get>
 int slurm_tasks_on_this_node(const Get& get, int world_size) {
   const auto list = get("SLURM_STEP_TASKS_PER_NODE") ? get("SLURM_STEP_TASKS_PER_NODE") : get("SLURM_TASKS_PER_NODE");
-  const auto node = get("SLURM_NODEID");
-  if (list && node) {
-    std::vector<int> per_node;
-    std::stringstream entries(*list);
-    for (std::string entry; std::getline(entries, entry, ',');) {
-      int tasks = 0, repeat = 1;
-      if (std::sscanf(entry.c_str(), "%d(x%d)", &tasks, &repeat) < 1 || tasks < 1 || repeat < 1 || repeat > 100000)
-        break;
-      per_node.insert(per_node.end(), static_cast<size_t>(repeat), tasks);
-    }
-    const int index = std::atoi(node->c_str());
-    if (index >= 0 && index < static_cast<int>(per_node.size()))
-      return std::min(per_node[static_cast<size_t>(index)], world_size);
-  }
+  if (const int tasks = slurm_per_node_value(get, list); tasks > 0) return std::min(tasks, world_size);
   if (const auto nodes = get("SLURM_NNODES")) {
     const int count = std::atoi(nodes->c_str());
     if (count >= 1) return std::max(1, (world_size + count - 1) / count);
@@ -57,6 +61,15 @@ int slurm_tasks_on_this_node(const Get& get, int world_size) {
   // Nothing says how the tasks spread: take them as sharing this node. Too few threads per rank costs a little;
   // too many (each rank taking every core) made steps many times slower.
   return world_size;
+}
+
+// The CPUs Slurm gave each task: --cpus-per-task, else this node's CPUs of the job shared by its tasks; 0 when
+// Slurm says neither (the machine's cores are divided among the ranks on it).
+template <typename Get>
+int slurm_cpus_per_task(const Get& get, int tasks_on_node) {
+  if (get("SLURM_CPUS_PER_TASK")) return read_int(get, "SLURM_CPUS_PER_TASK", 1, 1 << 20, "");
+  const int node_cpus = slurm_per_node_value(get, get("SLURM_JOB_CPUS_PER_NODE"));
+  return node_cpus > 0 ? std::max(1, node_cpus / tasks_on_node) : 0;
 }
 
 }  // namespace
@@ -81,6 +94,7 @@ std::optional<LaunchInfo> launch_from_environment(const Getter& get) {
     info.local_world_size = get("SLURM_NTASKS_PER_NODE")
                                 ? read_int(get, "SLURM_NTASKS_PER_NODE", 1, info.world_size, "")
                                 : slurm_tasks_on_this_node(get, info.world_size);
+    info.cpus_per_rank = slurm_cpus_per_task(get, info.local_world_size);
   } else {
     return std::nullopt;
   }

@@ -15,6 +15,7 @@ struct LaunchInfo {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;  // processes on this machine: threads are shared among them
+  int cpus_per_rank = 0;     // Slurm's CPUs for each task (SLURM_CPUS_PER_TASK); 0: divide the machine's cores
   std::string master_addr;
   int master_port = 29500;  // torchrun's default
   std::string launcher;     // "torchrun-style environment" or "Slurm"

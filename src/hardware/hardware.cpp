@@ -74,9 +74,11 @@ int other_runnable_tasks() {
   return fewest < 0 ? -1 : std::max(0, fewest);
 }
 
-int configure_threads(int requested, int processes_sharing) {
+int configure_threads(int requested, int processes_sharing, int cpus_per_process) {
   const int cores = available_cores();
-  const int threads = requested > 0 ? requested : std::max(1, cores / std::max(1, processes_sharing));
+  const int threads = requested > 0          ? requested
+                      : cpus_per_process > 0 ? std::min(cpus_per_process, cores)
+                                             : std::max(1, cores / std::max(1, processes_sharing));
   torch::set_num_threads(threads);
   return threads;
 }

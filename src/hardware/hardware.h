@@ -36,7 +36,7 @@ int other_runnable_tasks();
 
 // Sets LibTorch's intra-op threads and, when OpenBLAS is loaded, its thread count; 0 means every available core,
 // divided among `processes_sharing` processes on this machine (the local ranks of a data-parallel job).
-int configure_threads(int requested, int processes_sharing = 1);
+int configure_threads(int requested, int processes_sharing = 1, int cpus_per_process = 0);
 
 // Keeps glibc malloc from returning training-step-sized blocks to the OS. Its default dynamic mmap threshold starts
 // at 128 KiB, so until some large block happens to be freed, every gradient and optimizer temporary of a few MiB is

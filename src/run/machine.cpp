@@ -22,8 +22,8 @@ void warn_if_cores_are_busy(spdlog::logger& logger, int threads) {
 
 Machine set_up_machine(const ExperimentConfig& c, const distributed::LaunchInfo* launch, spdlog::logger& logger) {
   Machine machine;
-  machine.threads =
-      hardware::configure_threads(static_cast<int>(c.device.threads), launch ? launch->local_world_size : 1);
+  machine.threads = hardware::configure_threads(
+      static_cast<int>(c.device.threads), launch ? launch->local_world_size : 1, launch ? launch->cpus_per_rank : 0);
   machine.device = c.device.type == "cuda" ? torch::Device(torch::kCUDA, launch ? launch->local_rank : 0)
                                            : torch::Device(torch::kCPU);
   if (machine.device.is_cpu() && machine.threads > 1) warn_if_cores_are_busy(logger, machine.threads);

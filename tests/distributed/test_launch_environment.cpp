@@ -86,6 +86,28 @@ TEST_CASE("torchrun's and Slurm's variables place a process in its job", "[fast]
       launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "0"}, {"SLURM_NNODES", "2"}, {"MASTER_ADDR", "n0"}});
   REQUIRE(nodes_only);
   CHECK(nodes_only->local_world_size == 4);
+  CHECK(nodes_only->cpus_per_rank == 0);  // Slurm said nothing of CPUs: the machine's cores are divided
+
+  // Threads per rank from Slurm's CPUs: --cpus-per-task, else this node's CPUs of the job shared by its tasks.
+  const auto per_task = launch_with({{"SLURM_NTASKS", "4"},
+                                     {"SLURM_PROCID", "1"},
+                                     {"SLURM_NNODES", "2"},
+                                     {"SLURM_CPUS_PER_TASK", "6"},
+                                     {"MASTER_ADDR", "n0"}});
+  REQUIRE(per_task);
+  CHECK(per_task->cpus_per_rank == 6);
+  const auto job_cpus = launch_with({{"SLURM_NTASKS", "6"},
+                                     {"SLURM_PROCID", "5"},
+                                     {"SLURM_NODEID", "1"},
+                                     {"SLURM_NNODES", "2"},
+                                     {"SLURM_JOB_CPUS_PER_NODE", "8,12"},
+                                     {"MASTER_ADDR", "n0"}});
+  REQUIRE(job_cpus);
+  CHECK(job_cpus->local_world_size == 3);
+  CHECK(job_cpus->cpus_per_rank == 4);  // node 1's 12 CPUs over its 3 tasks
+  CHECK_THAT(
+      error_of({{"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_CPUS_PER_TASK", "0"}, {"MASTER_ADDR", "a"}}),
+      Catch::Contains("SLURM_CPUS_PER_TASK=0: expected an integer in [1, "));
 }
 
 TEST_CASE("an incomplete or inconsistent launch environment is a clear error", "[fast][dist]") {
