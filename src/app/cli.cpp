@@ -31,6 +31,8 @@ void Cli::add_train() {
                    "Data-parallel ranks to start on this machine (like torchrun --standalone); under torchrun or "
                    "srun leave it out: the launcher's RANK/WORLD_SIZE are used")
       ->check(CLI::Range(1, 1024));
+  train->add_flag("--all-keys", train_.all_keys,
+                  "List every spec key before step 0, also those of other model families, data and modes");
 }
 
 void Cli::add_ab_compare() {

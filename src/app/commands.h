@@ -12,6 +12,7 @@ struct TrainOptions {
   std::string run_dir;          // empty: OUTPUT_ROOT/NAME
   std::string resume = "auto";  // auto | never | PATH
   int nproc = 1;                // > 1: start this many local ranks (torchrun --standalone)
+  bool all_keys = false;        // the spec table lists every key, not only those that apply
 };
 
 int run_train(const TrainOptions& options);

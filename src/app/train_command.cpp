@@ -47,6 +47,7 @@ int launch_ranks(const TrainOptions& options) {
   args.insert(args.end(), options.overrides.begin(), options.overrides.end());
   if (!options.run_dir.empty()) args.insert(args.end(), {"--run-dir", options.run_dir});
   args.insert(args.end(), {"--resume", options.resume});
+  if (options.all_keys) args.push_back("--all-keys");
   const distributed::LaunchOutcome outcome = distributed::launch_local_workers(options.nproc, args);
   if (outcome.failures.empty()) return kExitOk;
   if (!outcome.stop_requested) run::record_rank_exits(run_dir, outcome.failures);
@@ -144,7 +145,7 @@ int run_train(const TrainOptions& options) {
                         options.resume, spec, group,
                         c.train.progress == "bar" || (c.train.progress == "auto" && io::stderr_is_live_terminal()));
   spdlog::logger& logger = *dir.logger();
-  logger.info("mpt train {} -> {}\n{}", options.spec_path, dir.dir(), spec.to_table());
+  logger.info("mpt train {} -> {}\n{}", options.spec_path, dir.dir(), spec.to_table(options.all_keys));
   if (group.distributed())
     logger.info("data parallel: {} ranks ({}), {} backend, rendezvous {}:{}", group.world_size(), launch->launcher,
                 group.backend(), launch->master_addr, launch->master_port);

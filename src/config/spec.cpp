@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "config/relevance.h"
 #include "config/schema.h"
 
 namespace mpt::config {
@@ -83,12 +84,16 @@ std::string Spec::to_yaml() const {
   return std::string(out.c_str()) + "\n";
 }
 
-std::string Spec::to_table() const {
-  size_t key_width = 3, value_width = 5;
+std::string Spec::to_table(bool all) const {
+  size_t key_width = 3, value_width = 5, left_out = 0;
   std::vector<std::pair<std::string, std::string>> rows;
   for (const auto& key_spec : schema()) {
     auto it = values_.find(key_spec.key);
     if (it == values_.end()) continue;
+    if (!all && !applies(key_spec.key, *this)) {
+      ++left_out;
+      continue;
+    }
     rows.emplace_back(key_spec.key, value_text(key_spec.key));
     key_width = std::max(key_width, key_spec.key.size());
     value_width = std::max(value_width, rows.back().second.size());
@@ -101,6 +106,10 @@ std::string Spec::to_table() const {
   line("key", "value", "from");
   out << std::string(key_width + value_width + 12, '-') << "\n";
   for (const auto& [key, value] : rows) line(key, value, values_.at(key).origin);
+  if (left_out > 0)
+    out << left_out
+        << " keys at their defaults that do not apply here (other model families, data, optimizers, schedules, "
+           "precision modes; debug and tracking) left out: --all-keys shows every key, and config.yaml holds them\n";
   return out.str();
 }
 

@@ -38,8 +38,9 @@ class Spec {
 
   // The spec as nested YAML, re-loadable by `mpt train`.
   std::string to_yaml() const;
-  // The spec as an aligned key | value | origin table, printed before step 0.
-  std::string to_table() const;
+  // The spec as an aligned key | value | origin table, printed before step 0: the keys that apply to this spec
+  // (config/relevance.h) and a line counting the others, or every key when `all`.
+  std::string to_table(bool all = false) const;
 
  private:
   const SpecValue& at(const std::string& key) const;

@@ -1,0 +1,65 @@
+#include "config/relevance.h"
+
+#include <vector>
+
+#include "config/spec.h"
+
+namespace mpt::config {
+namespace {
+
+// Keys that belong to one choice of another key: the key (or a prefix ending in '.') and the values (or value
+// prefixes ending in '*') of the deciding key under which it applies.
+struct Condition {
+  std::vector<std::string> keys;
+  std::string deciding_key;
+  std::vector<std::string> values;
+};
+
+const std::vector<Condition>& conditions() {
+  static const std::vector<Condition> table = {
+      {{"model.heads", "model.hf_config", "model.head"}, "model.name", {"bert*"}},
+      {{"model.hidden_sizes", "model.activation"}, "model.name", {"mlp"}},
+      {{"model.small_input", "model.zero_init_residual", "model.channels_last"}, "model.name", {"resnet*"}},
+      {{"data.image_size", "data.channels", "data.augment"}, "data.name", {"fashion_mnist", "cifar10", "image_folder"}},
+      {{"data.workers"}, "data.name", {"image_folder"}},
+      {{"data.vocab", "data.lowercase", "data.seq_len"}, "data.name", {"text_corpus", "text_classification"}},
+      {{"data.mask_prob", "data.test_every"}, "data.name", {"text_corpus"}},
+      {{"precision.fp8."}, "precision.mode", {"fp8"}},
+      {{"precision.loss_scale.init", "precision.loss_scale.growth_factor", "precision.loss_scale.backoff_factor",
+        "precision.loss_scale.growth_interval", "precision.loss_scale.hysteresis", "precision.loss_scale.min_scale",
+        "precision.loss_scale.max_scale", "precision.loss_scale.max_overflows_at_min"},
+       "precision.loss_scale.mode",
+       {"dynamic", "static", "auto"}},
+      {{"memory.activation_checkpointing"}, "model.name", {"resnet*", "bert*"}},
+      {{"optimizer.momentum", "optimizer.nesterov"}, "optimizer.name", {"sgd"}},
+      {{"optimizer.beta1", "optimizer.beta2", "optimizer.eps"}, "optimizer.name", {"adam", "adamw"}},
+      {{"schedule.step_size", "schedule.gamma"}, "schedule.name", {"step"}},
+      {{"schedule.min_lr_ratio"}, "schedule.name", {"linear", "cosine"}},
+  };
+  return table;
+}
+
+bool matches(const std::string& text, const std::string& pattern) {
+  if (!pattern.empty() && pattern.back() == '*') return text.rfind(pattern.substr(0, pattern.size() - 1), 0) == 0;
+  if (!pattern.empty() && pattern.back() == '.') return text.rfind(pattern, 0) == 0;
+  return text == pattern;
+}
+
+}  // namespace
+
+bool applies(const std::string& key, const Spec& spec) {
+  if (spec.origin(key) != "default") return true;
+  if (key.rfind("debug.", 0) == 0 || key.rfind("tracking.", 0) == 0) return false;
+  for (const auto& condition : conditions()) {
+    bool governed = false;
+    for (const auto& pattern : condition.keys) governed = governed || matches(key, pattern);
+    if (!governed) continue;
+    const std::string value = spec.get_string(condition.deciding_key);
+    for (const auto& allowed : condition.values)
+      if (matches(value, allowed)) return true;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace mpt::config
