@@ -14,6 +14,7 @@
 #include "models/registry.h"
 #include "precision/mode.h"
 #include "run/sections.h"
+#include "run/spec_paths.h"
 
 namespace mpt::run {
 namespace {
@@ -114,7 +115,11 @@ void resolve_spec(config::Spec& spec, const hardware::Facts& facts) {
     spec.set("experiment.name", YAML::Node(std::filesystem::path(spec.source_path()).stem().string()),
              "the spec file's name");
   check_combinations(spec, problems);
+  const std::map<std::string, std::string> looked = resolve_relative_paths(spec);
   check_data_and_model(spec, problems);
+  for (std::string& problem : problems)  // a relative path found nowhere: say where it was looked for
+    for (const auto& [key, places] : looked)
+      if (problem.rfind(at(spec, key), 0) == 0) problem += " (a relative path; looked in " + places + ")";
   config::throw_if_errors(spec.source_path(), problems);
 }
 
