@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "common/dir_lock.h"
+#include "run/tracking.h"
 #include "tools/nightly/night.h"
 #include "tools/nightly/suite.h"
 
@@ -20,6 +21,9 @@ void request_stop(int) { g_stop_requested = 1; }
 
 int run_nightly(const NightlyOptions& options) {
   const nightly::Suite suite = nightly::load_suite(options.suite_path);
+  const std::optional<mlflow::Target> tracking =
+      run::mlflow_target({suite.mlflow.uri, suite.mlflow.experiment, "", suite.mlflow.spool, suite.mlflow.tags},
+                         "mpt nightly " + options.suite_path, options.suite_path + ": mlflow");
   const std::string root = options.root.empty() ? "runs/nightly/" + suite.name : options.root;
   std::filesystem::create_directories(root);
   const DirectoryLock lock(root, "mpt nightly");
@@ -32,6 +36,9 @@ int run_nightly(const NightlyOptions& options) {
 
   const nightly::NightOutcome outcome = nightly::run_night(suite, root, &g_stop_requested);
   for (const auto& line : outcome.report) std::cout << line << "\n";
+  if (tracking)
+    mlflow::deliver_or_spool(*tracking, outcome.night_dir, "night",
+                             [](const std::string& line) { std::cout << "nightly: " << line << "\n"; });
   return outcome.exit_code;
 }
 

@@ -22,11 +22,12 @@ std::string default_spool() {
 
 }  // namespace
 
-std::optional<mlflow::Target> mlflow_target(const MlflowSection& section, const std::string& source) {
+std::optional<mlflow::Target> mlflow_target(const MlflowSection& section, const std::string& source,
+                                            const std::string& keys) {
   const bool from_spec = !section.uri.empty();
   const std::string uri = from_spec ? section.uri : environment("MLFLOW_TRACKING_URI");
   if (uri.empty() || uri == "off") return std::nullopt;
-  const std::string where = from_spec ? "tracking.mlflow.uri" : "MLFLOW_TRACKING_URI";
+  const std::string where = from_spec ? keys + ".uri" : "MLFLOW_TRACKING_URI";
   if (uri.rfind("http://", 0) != 0 && uri.rfind("https://", 0) != 0)
     throw UsageError(where + " '" + echo(uri) +
                      "': mpt logs to an MLflow tracking server, so an http:// or https:// address (start one with "
@@ -39,7 +40,7 @@ std::optional<mlflow::Target> mlflow_target(const MlflowSection& section, const 
   for (const auto& tag : section.tags) {
     const size_t equals = tag.find('=');
     if (equals == std::string::npos || equals == 0)
-      throw UsageError("tracking.mlflow.tags: '" + echo(tag) + "' is not KEY=VALUE");
+      throw UsageError(keys + ".tags: '" + echo(tag) + "' is not KEY=VALUE");
     target.tags.emplace_back(tag.substr(0, equals), tag.substr(equals + 1));
   }
   target.spool = section.spool.empty() ? default_spool() : section.spool;

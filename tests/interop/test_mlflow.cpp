@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <filesystem>
 #include <thread>
 
@@ -221,4 +222,46 @@ TEST_CASE("mlflow: a server that dies mid-run neither fails nor stalls training;
   check_series(runs["first"], dir + "/first", "loss", "train/loss");  // every step once, none lost or repeated
   CHECK(runs["first"]["metrics"]["train/loss"].size() == 15u);
   CHECK(std::count(runs["first"]["artifacts"].begin(), runs["first"]["artifacts"].end(), "summary.json") == 1);
+}
+
+TEST_CASE("mlflow: a night is a parent run with its jobs as children, an A/B job's sides below its comparison",
+          "[slow][interop][nightly]") {
+  if (const std::string missing = python_missing("mlflow"); !missing.empty()) MPT_SKIP(missing);
+  const std::string dir = scratch_dir("mlflow-night");
+  TrackingServer server(dir, free_port());
+  const std::string tiny = "[train.max_steps=30, data.train_limit=4096, data.test_limit=500, device.threads=1]";
+  std::ofstream(dir + "/suite.yaml") << "suite: nightly_test\nregression:\n  speed_rounds: 0\nmlflow:\n  uri: "
+                                     << server.uri() << "\n  experiment: nights\n  spool: " << dir << "/spool\n"
+                                     << "jobs:\n  - name: mixed\n    train: "
+                                     << source_path("configs/mlp_fmnist_mixed.yaml") << "\n    overrides: " << tiny
+                                     << "\n  - name: ab\n    ab_compare: ["
+                                     << source_path("configs/mlp_fmnist_fp32.yaml") << ", "
+                                     << source_path("configs/mlp_fmnist_mixed.yaml") << "]\n    overrides: " << tiny
+                                     << "\n";
+  const CommandResult night = run_mpt({"nightly", dir + "/suite.yaml", "--root", dir + "/root"});
+  INFO(night.output);
+  REQUIRE((night.exit_code == 0 || night.exit_code == 3));
+  CHECK_THAT(night.output, Catch::Contains("nightly: mlflow: ") && Catch::Contains("tracked at " + server.uri()));
+
+  const nlohmann::json runs = tracked_runs(server.uri(), "nights");
+  std::string night_name;
+  for (const auto& [name, tracked] : runs.items())
+    if (name.rfind("nightly_test ", 0) == 0) night_name = name;
+  REQUIRE(!night_name.empty());
+  const nlohmann::json& parent = runs[night_name];
+  CHECK(parent["tags"]["mpt.job.mixed"] == "ok");
+  CHECK(parent["tags"]["mpt.job.ab"] == "ok");
+  CHECK(parent["metrics"].contains("regressions"));
+  CHECK(parent["metrics"]["mixed/steps"][0][1] == 30.0);
+  CHECK(std::count(parent["artifacts"].begin(), parent["artifacts"].end(), "summary.md") == 1);
+  const std::string night_id = night_name.substr(std::string("nightly_test ").size());
+  REQUIRE(runs.contains(night_id + " mixed"));
+  REQUIRE(runs.contains(night_id + " ab"));
+  CHECK(runs[night_id + " mixed"]["tags"]["mlflow.parentRunId"] == parent["id"]);
+  const nlohmann::json& comparison = runs[night_id + " ab"];
+  CHECK(comparison["tags"]["mlflow.parentRunId"] == parent["id"]);
+  int sides = 0;
+  for (const auto& [name, tracked] : runs.items())
+    if (tracked["tags"].value("mlflow.parentRunId", "") == comparison["id"]) ++sides;
+  CHECK(sides == 2);
 }

@@ -171,24 +171,64 @@ std::pair<std::vector<Metric>, KeyValues> comparison_entities(const nlohmann::js
 
 }  // namespace
 
-void deliver_comparison(Client& client, const Target& target, const std::string& out_dir) {
+void deliver_comparison(Client& client, const Target& target, const std::string& out_dir,
+                        const std::string& parent_run_id) {
   const nlohmann::json comparison = parse_json(read_file(out_dir + "/compare.json", 64 << 20));
   if (!comparison.is_object()) throw Refused(out_dir + "/compare.json: not a comparison");
   nlohmann::json state = load_state(out_dir);
-  const RunInfo parent = open_run(client, target, out_dir, "", state);
+  const RunInfo parent = open_run(client, target, out_dir, parent_run_id, state);
   write_file_atomically(out_dir + "/" + kStateFile, state.dump(2) + "\n");
   for (const auto& side : comparison_sides(out_dir, comparison)) {
     Target child = target;
     child.run_name = "";
     RunDelivery(client, child, side, parent.run_id).deliver_final();
   }
-  const auto [metrics, tags] = comparison_entities(comparison);
+  auto [metrics, tags] = comparison_entities(comparison);
+  if (!parent_run_id.empty()) tags.emplace_back("mlflow.parentRunId", parent_run_id);
   client.log_batch(parent.run_id, metrics, {}, tags);
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(out_dir))
     if (entry.is_regular_file() && entry.path().filename() != kStateFile) files.push_back(entry.path().filename());
   upload_files(client, parent, out_dir, files);
   client.set_terminated(parent.run_id, comparison.value("verdict", "") == "PASS" ? "FINISHED" : "FAILED", now_ms());
+}
+
+void deliver_night(Client& client, const Target& target, const std::string& night_dir) {
+  const nlohmann::json summary = parse_json(read_file(night_dir + "/summary.json", 64 << 20));
+  if (!summary.is_object() || !summary.contains("jobs") || !summary["jobs"].is_array())
+    throw Refused(night_dir + "/summary.json: not a night's summary");
+  nlohmann::json state = load_state(night_dir);
+  Target night = target;
+  if (night.run_name.empty())
+    night.run_name = summary.value("suite", std::string("nightly")) + " " + summary.value("night", name_of(night_dir));
+  const RunInfo parent = open_run(client, night, night_dir, "", state);
+  write_file_atomically(night_dir + "/" + kStateFile, state.dump(2) + "\n");
+
+  std::vector<Metric> metrics;
+  KeyValues tags = {{"mpt.status", summary.value("status", std::string("?"))}};
+  const int64_t now = now_ms();
+  for (const auto& job : summary["jobs"]) {
+    const std::string name = job.value("job", std::string("job"));
+    if (job.contains("metrics")) add_numbers(name, job["metrics"], 0, now, metrics);
+    tags.emplace_back("mpt.job." + name, job.value("status", std::string("?")));
+    const std::string dir = job.value("run_dir", std::string());
+    Target child = target;
+    child.run_name = summary.value("night", std::string()) + " " + name;
+    if (!dir.empty() && fs::exists(dir + "/compare.json"))
+      deliver_comparison(client, child, dir, parent.run_id);
+    else if (!dir.empty() && fs::exists(dir + "/summary.json"))
+      RunDelivery(client, child, dir, parent.run_id).deliver_final();
+  }
+  const nlohmann::json regressions = summary.value("regressions", nlohmann::json::array());
+  metrics.push_back({"regressions", static_cast<double>(regressions.size()), now, 0});
+  metrics.push_back({"failed_jobs", summary.value("failed", 0.0), now, 0});
+  std::string lines;
+  for (const auto& line : regressions) lines += (lines.empty() ? "" : "\n") + line.get<std::string>();
+  if (!lines.empty()) tags.emplace_back("mpt.regressions", lines);
+  client.log_batch(parent.run_id, metrics, {}, tags);
+  upload_files(client, parent, night_dir, {"summary.json", "summary.md", "night.json"});
+  const bool good = summary.value("failed", 0) == 0 && regressions.empty();
+  client.set_terminated(parent.run_id, good ? "FINISHED" : "FAILED", now_ms());
 }
 
 void deliver_or_spool(const Target& target, const std::string& dir, const std::string& kind,
@@ -200,6 +240,8 @@ void deliver_or_spool(const Target& target, const std::string& dir, const std::s
     Client client(target.uri);
     if (kind == "comparison")
       deliver_comparison(client, target, dir);
+    else if (kind == "night")
+      deliver_night(client, target, dir);
     else
       RunDelivery(client, target, dir).deliver_final();
     say(fmt::format("mlflow: {} tracked at {} (experiment '{}')", dir, target.uri, target.experiment));
@@ -260,6 +302,8 @@ int flush_spool(const std::string& spool_dir, const std::function<void(const std
     try {
       if (entry.value("kind", "") == "comparison")
         deliver_comparison(client, target, dir);
+      else if (entry.value("kind", "") == "night")
+        deliver_night(client, target, dir);
       else
         RunDelivery(client, target, dir).deliver_final();
       ++delivered;

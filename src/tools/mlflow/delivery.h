@@ -49,14 +49,20 @@ class RunDelivery {
 // An ab-compare output folder: the parent run (compare.json's numbers as metrics, the verdict as a tag, the
 // report files as artifacts) and each side's run directory (compare.json's run_dir, and the run directories
 // inside the folder) as a child run.
-void deliver_comparison(Client& client, const Target& target, const std::string& out_dir);
+void deliver_comparison(Client& client, const Target& target, const std::string& out_dir,
+                        const std::string& parent_run_id = "");
 
-// For a command that ends with something to track ("run" or "comparison"): the spool first, then `dir`; when
+// A nightly's night folder: the parent run (each job's numbers as <job>/<metric>, the regressions as a tag,
+// summary.json, summary.md and night.json as artifacts) and each job's folder as a child run (an A/B job's
+// comparison with its own sides below it).
+void deliver_night(Client& client, const Target& target, const std::string& night_dir);
+
+// For a command that ends with something to track ("run", "comparison" or "night"): the spool first, then `dir`; when
 // the server does not answer, `dir` is spooled. Never throws; `say` hears one line of what happened.
 void deliver_or_spool(const Target& target, const std::string& dir, const std::string& kind,
                       const std::function<void(const std::string&)>& say);
 
-// Records `dir` (kind "run" or "comparison") for a later delivery.
+// Records `dir` (kind "run", "comparison" or "night") for a later delivery.
 void spool(const Target& target, const std::string& dir, const std::string& kind);
 // Delivers what the spool holds, oldest first; stops at the first server that does not answer. Returns the
 // directories delivered; `warn` hears of each one dropped (its folder gone, or refused by the server).

@@ -194,19 +194,34 @@ std::vector<Job> read_jobs(SuiteReader& reader, const YAML::Node& root, const st
 
 }  // namespace
 
+void read_tracking(SuiteReader& reader, const YAML::Node& root, SuiteTracking& tracking) {
+  const YAML::Node node = root["mlflow"];
+  if (!node) return;
+  if (!node.IsMap()) {
+    reader.problem(node, "mlflow: expected a mapping (uri, experiment, tags, spool)");
+    return;
+  }
+  reader.check_keys(node, {"uri", "experiment", "tags", "spool"}, "mlflow");
+  reader.read(node, "uri", tracking.uri, "a tracking server address");
+  reader.read(node, "experiment", tracking.experiment, "an experiment name");
+  reader.read(node, "spool", tracking.spool, "a folder");
+  tracking.tags = reader.read_list(node, "tags");
+}
+
 Suite load_suite(const std::string& path) {
   const YAML::Node root = parse_suite_file(path);
   SuiteReader reader(path);
   Suite suite;
   suite.path = fs::absolute(path).string();
   suite.name = fs::path(path).stem().string();
-  reader.check_keys(root, {"suite", "jobs", "regression", "keep_nights", "disk_budget_gb"}, "suite");
+  reader.check_keys(root, {"suite", "jobs", "regression", "keep_nights", "disk_budget_gb", "mlflow"}, "suite");
   reader.read(root, "suite", suite.name, "a name");
   reader.read(root, "keep_nights", suite.keep_nights, "an integer");
   reader.read(root, "disk_budget_gb", suite.disk_budget_gb, "a number of GB");
   if (suite.keep_nights < 1) reader.problem(root["keep_nights"], "keep_nights: expected an integer >= 1");
   if (suite.disk_budget_gb < 0) reader.problem(root["disk_budget_gb"], "disk_budget_gb: expected >= 0");
   read_regression_rules(reader, root, suite.regression);
+  read_tracking(reader, root, suite.mlflow);
   suite.jobs = read_jobs(reader, root, path);
   config::throw_if_errors("suite " + path, reader.problems());
   return suite;
