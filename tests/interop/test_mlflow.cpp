@@ -166,7 +166,7 @@ TEST_CASE("mlflow: an A/B comparison is a parent run holding the verdict and rep
   CHECK(children == 2);
 }
 
-TEST_CASE("mlflow: a server that dies mid-run neither fails nor stalls training; the next run delivers the spool",
+TEST_CASE("mlflow: a server that dies mid-run neither fails nor stalls training, and the next run delivers the spool",
           "[slow][interop]") {
   if (const std::string missing = python_missing("mlflow"); !missing.empty()) MPT_SKIP(missing);
   const std::string dir = scratch_dir("mlflow-down");
