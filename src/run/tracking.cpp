@@ -4,6 +4,7 @@
 
 #include "common/echo.h"
 #include "common/error.h"
+#include "tools/mlflow/http.h"
 
 namespace mpt::run {
 namespace {
@@ -32,6 +33,11 @@ std::optional<mlflow::Target> mlflow_target(const MlflowSection& section, const 
     throw UsageError(where + " '" + echo(uri) +
                      "': mpt logs to an MLflow tracking server, so an http:// or https:// address (start one with "
                      "`mlflow server --backend-store-uri sqlite:///mlflow.db`), or off");
+  if (!mlflow::http_available())
+    throw UsageError(where +
+                     " asks for MLflow tracking, but this mpt was built without libcurl (apt install "
+                     "libcurl4-openssl-dev and rebuild, or set " +
+                     where + " to off)");
   mlflow::Target target;
   target.uri = uri;
   target.experiment = !section.experiment.empty() ? section.experiment : environment("MLFLOW_EXPERIMENT_NAME");

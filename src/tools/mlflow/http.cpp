@@ -1,11 +1,42 @@
 #include "tools/mlflow/http.h"
 
+#ifdef MPT_WITH_CURL
 #include <curl/curl.h>
+#endif
 
+#include <cctype>
 #include <memory>
 #include <mutex>
 
 namespace mpt::mlflow {
+
+#ifndef MPT_WITH_CURL
+
+bool http_available() { return false; }
+
+HttpResponse send(const HttpRequest&) {
+  return HttpResponse{0, "", "this mpt was built without libcurl (apt install libcurl4-openssl-dev, then rebuild)"};
+}
+
+std::string url_escape(const std::string& text) {
+  static const char* const kHex = "0123456789ABCDEF";
+  std::string out;
+  for (const unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+#else
+
+bool http_available() { return true; }
+
 namespace {
 
 void global_init_once() {
@@ -76,5 +107,7 @@ std::string url_escape(const std::string& text) {
   curl_free(escaped);
   return out;
 }
+
+#endif
 
 }  // namespace mpt::mlflow

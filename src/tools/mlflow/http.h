@@ -27,6 +27,9 @@ struct HttpResponse {
 
 HttpResponse send(const HttpRequest& request);
 
+// Whether this build has libcurl; without it every request fails, so tracking is refused up front.
+bool http_available();
+
 // `text` escaped for a URL's path or query.
 std::string url_escape(const std::string& text);
 
