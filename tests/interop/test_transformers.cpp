@@ -43,6 +43,31 @@ int compare(const std::string& mode, const std::string& model_dir, const io::Nam
   return result.exit_code;
 }
 
+// `mpt train SPEC OVERRIDES` for a few steps and `mpt export --format hf`; returns the folder.
+std::string exported_folder(const std::string& name, const std::string& spec, const std::string& data_root,
+                            const std::vector<std::string>& overrides = {}) {
+  const std::string dir = testing::scratch_dir(name);
+  std::vector<std::string> args = {"train",
+                                   source_path(spec),
+                                   "train.max_steps=3",
+                                   "train.epochs=1",
+                                   "data.batch_size=4",
+                                   "data.test_limit=8",
+                                   "data.root=" + source_path(data_root),
+                                   "data.vocab=" + source_path("data/bert-base-uncased/vocab.txt"),
+                                   "--run-dir",
+                                   dir + "/run"};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  const testing::CommandResult train = testing::run_mpt(args);
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const testing::CommandResult exported =
+      testing::run_mpt({"export", dir + "/run", "--format", "hf", "--out", dir + "/hf"});
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  return dir + "/hf";
+}
+
 }  // namespace
 
 TEST_CASE("all-MiniLM-L6-v2 loads into mpt and gives transformers' hidden states", "[slow][interop]") {
@@ -77,18 +102,9 @@ TEST_CASE("an mpt BERT exported as a Hugging Face folder loads with from_pretrai
           "[slow][interop]") {
   if (const std::string missing = testing::python_missing("transformers safetensors"); !missing.empty())
     MPT_SKIP(missing);
-  const std::string dir = testing::scratch_dir("hf-export");
-  const testing::CommandResult train = testing::run_mpt(
-      {"train", source_path("configs/bert_tiny_mlm.yaml"), "train.max_steps=3", "train.epochs=1", "model.heads=4",
-       "data.batch_size=4", "data.test_limit=8", "data.root=" + source_path("data/corpus/fortunes"),
-       "data.vocab=" + source_path("data/bert-base-uncased/vocab.txt"), "--run-dir", dir + "/run"});
-  INFO(train.output);
-  REQUIRE(train.exit_code == 0);
-  const testing::CommandResult exported =
-      testing::run_mpt({"export", dir + "/run", "--format", "hf", "--out", dir + "/hf"});
-  INFO(exported.output);
-  REQUIRE(exported.exit_code == 0);
-  const nlohmann::json config = testing::read_json(dir + "/hf/config.json");
+  const std::string folder =
+      exported_folder("hf-export", "configs/bert_tiny_mlm.yaml", "data/corpus/fortunes", {"model.heads=4"});
+  const nlohmann::json config = testing::read_json(folder + "/config.json");
   CHECK(config["num_attention_heads"] == 4);
   CHECK(config["architectures"][0] == "BertForMaskedLM");
 
@@ -101,31 +117,15 @@ TEST_CASE("an mpt BERT exported as a Hugging Face folder loads with from_pretrai
   shape.vocab_size = 30522;
   shape.masked_fraction = 0.15;
   models::Model model = models::build_model(model_config, shape, precision::ModulePolicy(kDefaultFp32));
-  io::init_from_weights(*model, io::read_weights(dir + "/hf/model.safetensors"), "model.safetensors");
+  io::init_from_weights(*model, io::read_weights(folder + "/model.safetensors"), "model.safetensors");
   model->eval();
   torch::NoGradGuard no_grad;
   torch::manual_seed(1);
   const torch::Tensor ids = sample_ids();
-  CHECK(compare("mlm", dir + "/hf", {{"input_ids", ids}, {"logits", model->forward(ids)}}, 1e-4) == 0);
+  CHECK(compare("mlm", folder, {{"input_ids", ids}, {"logits", model->forward(ids)}}, 1e-4) == 0);
 }
 
 namespace {
-
-// `mpt train SPEC` for a few steps and `mpt export --format hf`; returns the folder.
-std::string exported_folder(const std::string& name, const std::string& spec, const std::string& data_root) {
-  const std::string dir = testing::scratch_dir(name);
-  const testing::CommandResult train =
-      testing::run_mpt({"train", source_path(spec), "train.max_steps=3", "train.epochs=1", "data.batch_size=4",
-                        "data.test_limit=8", "data.root=" + source_path(data_root),
-                        "data.vocab=" + source_path("data/bert-base-uncased/vocab.txt"), "--run-dir", dir + "/run"});
-  INFO(train.output);
-  REQUIRE(train.exit_code == 0);
-  const testing::CommandResult exported =
-      testing::run_mpt({"export", dir + "/run", "--format", "hf", "--out", dir + "/hf"});
-  INFO(exported.output);
-  REQUIRE(exported.exit_code == 0);
-  return dir + "/hf";
-}
 
 nlohmann::json pipeline_answer(const std::string& task, const std::string& folder, const std::string& text) {
   const testing::CommandResult run =
