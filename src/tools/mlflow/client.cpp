@@ -65,23 +65,27 @@ int64_t now_ms() {
       .count();
 }
 
-Client::Client(std::string uri, Retries retries) : uri_(std::move(uri)), retries_(retries) {
+Client::Client(std::string uri, Retries retries, const std::atomic<bool>* cancel)
+    : uri_(std::move(uri)), retries_(retries), cancel_(cancel) {
   while (!uri_.empty() && uri_.back() == '/') uri_.pop_back();
 }
 
 nlohmann::json Client::exchange(const std::string& method, const std::string& url, const std::string& body,
                                 const std::string& content_type, const std::string& what) {
-  HttpRequest request{method, url, body, content_type, {}, retries_.connect_timeout_ms, retries_.timeout_ms};
+  HttpRequest request{method, url, body, content_type, {}, retries_.connect_timeout_ms, retries_.timeout_ms, cancel_};
   HttpResponse response;
   long pause = retries_.pause_ms;
-  for (int attempt = 1; attempt <= retries_.attempts; ++attempt) {
+  int attempt = 1;
+  for (;; ++attempt) {
     response = send(request);
-    if (!worth_retrying(response.status) || attempt == retries_.attempts) break;
+    const bool cancelled = cancel_ && cancel_->load();
+    if (!worth_retrying(response.status) || response.timed_out || cancelled || attempt == retries_.attempts) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(pause));
     pause *= 2;
   }
   if (!response.answered())
-    throw Unreachable(fmt::format("{} {}: {} ({} attempts)", method, what, response.error, retries_.attempts));
+    throw Unreachable(
+        fmt::format("{} {}: {} ({} attempt{})", method, what, response.error, attempt, attempt == 1 ? "" : "s"));
   const nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
   if (response.ok()) return answer.is_discarded() ? nlohmann::json::object() : answer;
   const std::string reason = answer.is_object() && answer.contains("message") && answer["message"].is_string()

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,8 @@ struct RunInfo {
   std::string run_id, experiment_id, artifact_uri;
 };
 
+// Attempts for a request that found no server, or a 5xx or 429; one that timed out (the server took the
+// connection and did not answer) is not tried again, so a hung server costs one timeout per request.
 struct Retries {
   int attempts = 3;
   long pause_ms = 500;  // doubled after each failed attempt
@@ -42,7 +45,7 @@ struct Retries {
 
 class Client {
  public:
-  explicit Client(std::string uri, Retries retries = {});
+  explicit Client(std::string uri, Retries retries = {}, const std::atomic<bool>* cancel = nullptr);
 
   const std::string& uri() const { return uri_; }
   // The experiment's id, creating it when no experiment has that name.
@@ -66,6 +69,7 @@ class Client {
 
   std::string uri_;
   Retries retries_;
+  const std::atomic<bool>* cancel_;  // set: every request stops, as unreachable
 };
 
 // The time now, in milliseconds since the epoch (MLflow's timestamps).

@@ -44,6 +44,10 @@ void global_init_once() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+int check_cancel(void* cancel, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const std::atomic<bool>*>(cancel)->load() ? 1 : 0;
+}
+
 size_t append_body(char* data, size_t size, size_t count, void* target) {
   static_cast<std::string*>(target)->append(data, size * count);
   return size * count;
@@ -87,6 +91,11 @@ HttpResponse send(const HttpRequest& request) {
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  if (request.cancel) {
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, check_cancel);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(request.cancel));
+  }
   if (request.method == "POST" || request.method == "PUT") {
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.data());
@@ -94,7 +103,11 @@ HttpResponse send(const HttpRequest& request) {
   }
   const CURLcode code = curl_easy_perform(c);
   curl_slist_free_all(headers);
-  if (code != CURLE_OK) return HttpResponse{0, "", curl_easy_strerror(code)};
+  if (code != CURLE_OK) {
+    const bool cancelled = code == CURLE_ABORTED_BY_CALLBACK;
+    return HttpResponse{0, "", cancelled ? "cancelled at the end of the run" : curl_easy_strerror(code),
+                        code == CURLE_OPERATION_TIMEDOUT || cancelled};
+  }
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
   return response;
 }

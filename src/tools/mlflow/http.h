@@ -2,6 +2,7 @@
 // throwing for what the network does (the answer says what happened).
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,15 @@ struct HttpRequest {
   std::string content_type = "application/json";
   std::vector<std::string> headers;  // "Name: value"
   long connect_timeout_ms = 3000;
-  long timeout_ms = 15000;  // the whole exchange
+  long timeout_ms = 15000;                    // the whole exchange
+  const std::atomic<bool>* cancel = nullptr;  // when it turns true, the exchange stops within about a second
 };
 
 struct HttpResponse {
   long status = 0;  // 0 when no answer came
   std::string body;
-  std::string error;  // the transport's reason when no answer came
+  std::string error;       // the transport's reason when no answer came
+  bool timed_out = false;  // the server took the connection and did not answer in time (or the run ended)
   bool answered() const { return error.empty(); }
   bool ok() const { return answered() && status >= 200 && status < 300; }
 };

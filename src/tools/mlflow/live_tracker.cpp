@@ -10,18 +10,26 @@ LiveTracker::LiveTracker(Target target, std::string run_dir, Say info, Say warn,
       info_(std::move(info)),
       warn_(std::move(warn)),
       interval_(interval),
-      client_(target_.uri),
+      client_(target_.uri, Retries{}, &cancel_),
       delivery_(client_, target_, dir_) {
   thread_ = std::thread([this] { loop(); });
 }
 
-LiveTracker::~LiveTracker() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
+LiveTracker::~LiveTracker() { stop(/*deliver_final=*/false, std::chrono::seconds(0)); }
+
+void LiveTracker::finish() { stop(/*deliver_final=*/true, kFinishGrace); }
+
+// Asks the thread to end (after the final delivery, if asked), waits up to `grace`, then cancels what it is
+// still sending, which makes that delivery unreachable: warned and spooled.
+void LiveTracker::stop(bool deliver_final, std::chrono::seconds grace) {
+  if (!thread_.joinable()) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
+  deliver_final_ = deliver_final;
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!finished_.wait_for(lock, grace, [this] { return done_; })) cancel_ = true;
+  lock.unlock();
+  thread_.join();
 }
 
 bool LiveTracker::attempt(const std::function<void()>& delivery) {
@@ -67,16 +75,14 @@ void LiveTracker::loop() {
     attempt([this] { delivery_.deliver_progress(); });
     lock.lock();
   }
-}
-
-void LiveTracker::finish() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+  wake_.wait(lock, [this] { return stopping_; });
+  if (deliver_final_) {
+    lock.unlock();
+    attempt([this] { delivery_.deliver_final(); });
+    lock.lock();
   }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  attempt([this] { delivery_.deliver_final(); });
+  done_ = true;
+  finished_.notify_all();
 }
 
 }  // namespace mpt::mlflow
