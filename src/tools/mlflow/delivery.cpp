@@ -41,7 +41,11 @@ KeyValues run_tags(const Target& target, const std::string& dir, const std::stri
   return tags;
 }
 
-std::string name_of(const std::string& dir) { return fs::absolute(dir).lexically_normal().filename().string(); }
+// The folder's own name, also when it was given with a trailing '/'.
+std::string name_of(const std::string& dir) {
+  const fs::path path = fs::absolute(dir).lexically_normal();
+  return (path.has_filename() ? path : path.parent_path()).filename().string();
+}
 
 // Creates the directory's MLflow run, or finds the one its mlflow.json names on the same server.
 RunInfo open_run(Client& client, const Target& target, const std::string& dir, const std::string& parent,
