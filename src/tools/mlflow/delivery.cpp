@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <tuple>
 
 #include "common/files.h"
 #include "common/json.h"
@@ -235,19 +236,33 @@ void deliver_night(Client& client, const Target& target, const std::string& nigh
   client.set_terminated(parent.run_id, good ? "FINISHED" : "FAILED", now_ms());
 }
 
+namespace {
+
+// One delivery of `dir` by its kind: "comparison", "night", or a run directory.
+void deliver(Client& client, const Target& target, const std::string& dir, const std::string& kind) {
+  if (kind == "comparison")
+    deliver_comparison(client, target, dir);
+  else if (kind == "night")
+    deliver_night(client, target, dir);
+  else
+    RunDelivery(client, target, dir).deliver_final();
+}
+
+}  // namespace
+
+void deliver_spooled(const std::string& spool_dir, const std::function<void(const std::string&)>& info,
+                     const std::function<void(const std::string&)>& warn) {
+  if (const int delivered = flush_spool(spool_dir, warn); delivered > 0)
+    info(fmt::format("mlflow: delivered {} spooled director{} from {}", delivered, delivered == 1 ? "y" : "ies",
+                     spool_dir));
+}
+
 void deliver_or_spool(const Target& target, const std::string& dir, const std::string& kind,
                       const std::function<void(const std::string&)>& say) {
   try {
-    if (const int delivered = flush_spool(target.spool, say); delivered > 0)
-      say(fmt::format("mlflow: delivered {} spooled director{} from {}", delivered, delivered == 1 ? "y" : "ies",
-                      target.spool));
+    deliver_spooled(target.spool, say, say);
     Client client(target.uri);
-    if (kind == "comparison")
-      deliver_comparison(client, target, dir);
-    else if (kind == "night")
-      deliver_night(client, target, dir);
-    else
-      RunDelivery(client, target, dir).deliver_final();
+    deliver(client, target, dir, kind);
     say(fmt::format("mlflow: {} tracked at {} (experiment '{}')", dir, target.uri, target.experiment));
   } catch (const Unreachable& e) {
     try {
@@ -282,17 +297,25 @@ void spool(const Target& target, const std::string& dir, const std::string& kind
 
 int flush_spool(const std::string& spool_dir, const std::function<void(const std::string&)>& warn) {
   if (!fs::is_directory(spool_dir)) return 0;
-  std::vector<std::pair<int64_t, fs::path>> entries;
+  struct Entry {
+    int64_t spooled_at_ms;
+    fs::path path;
+    nlohmann::json fields;
+    bool operator<(const Entry& other) const {
+      return std::tie(spooled_at_ms, path) < std::tie(other.spooled_at_ms, other.path);
+    }
+  };
+  std::vector<Entry> entries;
   for (const auto& file : fs::directory_iterator(spool_dir)) {
     if (file.path().extension() != ".json") continue;
-    const nlohmann::json entry = parse_json(read_file(file.path().string(), 1 << 20));
-    entries.emplace_back(entry.is_object() ? entry.value("spooled_at_ms", int64_t{0}) : 0, file.path());
+    nlohmann::json fields = parse_json(read_file(file.path().string(), 1 << 20));
+    if (!fields.is_object()) fields = nlohmann::json::object();
+    entries.push_back({fields.value("spooled_at_ms", int64_t{0}), file.path(), std::move(fields)});
   }
   std::sort(entries.begin(), entries.end());
   int delivered = 0;
-  for (const auto& [when, path] : entries) {
-    const nlohmann::json entry = parse_json(read_file(path.string(), 1 << 20));
-    const std::string dir = entry.is_object() ? entry.value("dir", std::string()) : "";
+  for (const auto& [when, path, entry] : entries) {
+    const std::string dir = entry.value("dir", std::string());
     if (dir.empty() || !fs::is_directory(dir)) {
       warn(fmt::format("mlflow spool: {} names {}, which is gone; dropped", path.string(),
                        dir.empty() ? "nothing" : dir));
@@ -304,12 +327,7 @@ int flush_spool(const std::string& spool_dir, const std::function<void(const std
     for (const auto& tag : entry.value("tags", nlohmann::json::array())) target.tags.emplace_back(tag[0], tag[1]);
     Client client(target.uri);
     try {
-      if (entry.value("kind", "") == "comparison")
-        deliver_comparison(client, target, dir);
-      else if (entry.value("kind", "") == "night")
-        deliver_night(client, target, dir);
-      else
-        RunDelivery(client, target, dir).deliver_final();
+      deliver(client, target, dir, entry.value("kind", ""));
       ++delivered;
     } catch (const Unreachable&) {
       return delivered;  // still down: the rest waits too

@@ -57,6 +57,10 @@ void deliver_comparison(Client& client, const Target& target, const std::string&
 // comparison with its own sides below it).
 void deliver_night(Client& client, const Target& target, const std::string& night_dir);
 
+// flush_spool, then one line to `info` counting what went out.
+void deliver_spooled(const std::string& spool_dir, const std::function<void(const std::string&)>& info,
+                     const std::function<void(const std::string&)>& warn);
+
 // For a command that ends with something to track ("run", "comparison" or "night"): the spool first, then `dir`; when
 // the server does not answer, `dir` is spooled. Never throws; `say` hears one line of what happened.
 void deliver_or_spool(const Target& target, const std::string& dir, const std::string& kind,

@@ -58,9 +58,7 @@ bool LiveTracker::attempt(const std::function<void()>& delivery) {
 
 void LiveTracker::loop() {
   try {
-    if (const int delivered = flush_spool(target_.spool, warn_); delivered > 0)
-      info_(fmt::format("mlflow: delivered {} spooled director{} from {}", delivered, delivered == 1 ? "y" : "ies",
-                        target_.spool));
+    deliver_spooled(target_.spool, info_, warn_);
   } catch (const std::exception& e) {
     warn_(fmt::format("mlflow spool {}: {}", target_.spool, e.what()));
   }
