@@ -198,7 +198,8 @@ std::vector<KeySpec> training_keys() {
                        "Trade a second forward for activation memory: full keeps only each ResNet bottleneck's and "
                        "BERT encoder layer's input and recomputes the rest in backward; selective (BERT) keeps the "
                        "GEMM outputs and recomputes the attention core (scores, softmax, dropout, the product "
-                       "with V). Gradients are bit for bit those of none.")),
+                       "with V), the GELU and the LayerNorms' BF16 copies. Gradients are bit for bit those of "
+                       "none.")),
   };
 }
 

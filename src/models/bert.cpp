@@ -69,8 +69,8 @@ torch::Tensor layer_norm_through(const precision::ModuleRunner& runner, const to
 // (precision::as_projection_input) when `for_projection`. When the norm is an FP32 island and the projections
 // compute in BF16 (the default policy of a mixed run), one pass writes both (ops::layer_norm_and_narrow) and its
 // backward takes both paths' gradients; unfused, that is a cast forward, a cast and an add back.
-Hidden norm_for_next(const precision::ModuleRunner& runner, const torch::nn::LayerNorm& norm, const torch::Tensor& x,
-                     bool for_projection) {
+Hidden norm_outputs(const precision::ModuleRunner& runner, const torch::nn::LayerNorm& norm, const torch::Tensor& x,
+                    bool for_projection) {
   const torch::DeviceType device = x.device().type();
   if (for_projection && runner.keep_fp32 && !runner.monitor && x.scalar_type() == torch::kFloat &&
       precision::projection_dtype(device) == torch::kBFloat16) {
@@ -80,6 +80,21 @@ Hidden norm_for_next(const precision::ModuleRunner& runner, const torch::nn::Lay
   }
   const torch::Tensor y = layer_norm_through(runner, norm, x);
   return {y, for_projection ? precision::as_projection_input(y) : torch::Tensor()};
+}
+
+// norm_outputs(), and under selective checkpointing how to compute the narrow copy again from the norm's input,
+// which its backward keeps. Not under a numerics monitor, which would count the norm twice.
+Hidden norm_for_next(const precision::ModuleRunner& runner, const torch::nn::LayerNorm& norm, const torch::Tensor& x,
+                     bool for_projection, bool selective) {
+  Hidden out = norm_outputs(runner, norm, x, for_projection);
+  if (selective && out.for_projection.defined() && !out.for_projection.is_alias_of(out.states) && !runner.monitor)
+    out.narrow_again = [runner, norm, x] { return norm_outputs(runner, norm, x, true).for_projection; };
+  return out;
+}
+
+// `like` computed again as `states` cast to its dtype.
+Recomputation cast_again(const torch::Tensor& states, const torch::Tensor& like) {
+  return [states, dtype = like.scalar_type()] { return states.to(dtype); };
 }
 
 // HF's _init_weights: N(0, 0.02) for linear and embedding weights, zero biases and the [PAD] embedding row.
@@ -144,7 +159,7 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& ids) {
 BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePolicy& policy, const std::string& prefix)
     : heads_(config.heads),
       dropout_(config.dropout),
-      recompute_attention_(config.recompute == Recompute::kSelective),
+      selective_(config.recompute == Recompute::kSelective),
       policy_(policy) {
   MPT_CHECK(config.hidden % config.heads == 0, "BERT hidden size must be a multiple of the head count");
   const int64_t hidden = config.hidden;
@@ -185,28 +200,48 @@ torch::Tensor BertLayerImpl::attention_core(const torch::Tensor& q, const torch:
 }
 
 Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& mask_bias, bool next_has_projection) {
+  const Hidden attended =
+      norm_for_next(attention_norm_runner_, attention_norm_, self_attention(hidden_states, mask_bias),
+                    /*for_projection=*/true, selective_);
+  return norm_for_next(output_norm_runner_, output_norm_, feed_forward(attended), next_has_projection, selective_);
+}
+
+torch::Tensor BertLayerImpl::self_attention(const Hidden& hidden_states, const torch::Tensor& mask_bias) {
   const torch::Tensor& x = hidden_states.states;
   const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2), head_dim = hidden / heads_;
-  auto split_heads = [&](const torch::Tensor& t) { return t.view({batch, seq, heads_, head_dim}).transpose(1, 2); };
   // Q, K and V read the same FP32 input; under autocast each projection would cast it on its own (three casts
   // forward, three back and an FP32 sum of their gradients). Cast once: backward sums the three BF16/FP16
   // gradients in that dtype, one more rounding of values that each GEMM has already rounded to it.
   const torch::Tensor input =
       hidden_states.for_projection.defined() ? hidden_states.for_projection : precision::as_projection_input(x);
-  const Tensors qkv = {split_heads(project(policy_, query_, input)), split_heads(project(policy_, key_, input)),
-                       split_heads(project(policy_, value_, input))};  // (B, h, S, d) each
-  const auto core = [this, mask_bias](const Tensors& in) {             // by value: it runs again in backward
+  Tensors qkv = {project(policy_, query_, input), project(policy_, key_, input), project(policy_, value_, input)};
+  if (selective_) qkv = refill_in_backward(input, hidden_states.narrow_again, qkv);
+  for (auto& t : qkv) t = t.view({batch, seq, heads_, head_dim}).transpose(1, 2);  // (B, h, S, d) each
+  const auto core = [this, mask_bias](const Tensors& in) {  // by value: it runs again in backward
     return Tensors{attention_core(in[0], in[1], in[2], mask_bias)};
   };
-  torch::Tensor context = recompute_attention_ ? recompute_in_backward(core, qkv, *this, policy_)[0] : core(qkv)[0];
-  context = context.transpose(1, 2).reshape({batch, seq, hidden});  // (B, S, H)
-  const Hidden attended = norm_for_next(
-      attention_norm_runner_, attention_norm_,
-      ops::dropout_add(project(policy_, attention_out_, context), x, dropout_, is_training()), /*for_projection=*/true);
-  torch::Tensor out =
-      project(policy_, output_, ops::gelu(project(policy_, intermediate_, attended.for_projection)));  // (B, S, H)
-  out = ops::dropout_add(out, attended.states, dropout_, is_training());
-  return norm_for_next(output_norm_runner_, output_norm_, out, next_has_projection);
+  const auto merge_heads = [batch, seq, hidden](const torch::Tensor& t) {
+    return t.transpose(1, 2).reshape({batch, seq, hidden});  // (B, S, H)
+  };
+  // selective: the attention output's input is the core's again too, run before its backward (the same masks).
+  const Recomputation context_again =
+      selective_
+          ? with_generator_of_now([core, qkv, merge_heads] { return merge_heads(core(qkv)[0]); }, x.device().type())
+          : nullptr;
+  const torch::Tensor context =
+      merge_heads(selective_ ? recompute_in_backward(core, qkv, *this, policy_)[0] : core(qkv)[0]);
+  torch::Tensor attention = project(policy_, attention_out_, context);
+  if (selective_) attention = refill_in_backward(context, context_again, {attention})[0];
+  return ops::dropout_add(attention, x, dropout_, is_training());  // (B, S, H), before the norm
+}
+
+torch::Tensor BertLayerImpl::feed_forward(const Hidden& attended) {
+  torch::Tensor up = project(policy_, intermediate_, attended.for_projection);  // (B, S, I)
+  if (selective_) up = refill_in_backward(attended.for_projection, attended.narrow_again, {up})[0];
+  const torch::Tensor activated = ops::gelu(up);
+  torch::Tensor out = project(policy_, output_, activated);  // (B, S, H)
+  if (selective_) out = refill_in_backward(activated, [up] { return ops::gelu(up); }, {out})[0];
+  return ops::dropout_add(out, attended.states, dropout_, is_training());  // before the norm
 }
 
 BertModelImpl::BertModelImpl(const BertConfig& config, bool with_pooler, const precision::ModulePolicy& policy,
@@ -245,7 +280,13 @@ torch::Tensor BertModelImpl::forward(const torch::Tensor& ids) {
           return Tensors{h.states, h.for_projection};
         },
         {x.states, x.for_projection}, *layer, policy_);
-    x = Hidden{out[0], out[1]};
+    // The narrow copy it keeps beside the states is the states rounded, as the norm's fused narrowing rounds as a
+    // cast does: let go of it until the layer's backward.
+    const torch::Tensor states =
+        x.for_projection.defined() && !x.for_projection.is_alias_of(x.states)
+            ? refill_in_backward(x.for_projection, cast_again(x.states, x.for_projection), {out[0]})[0]
+            : out[0];
+    x = Hidden{states, out[1]};
   }
   return x.states;  // (B, S, H)
 }

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/model.h"
 #include "models/recompute.h"
+#include "models/rematerialize.h"
 #include "precision/policy.h"
 
 namespace mpt::models {
@@ -57,8 +59,13 @@ TORCH_MODULE(BertEmbeddings);
 // dtype) and, when defined, the same values as the next layer's projections read them (BF16 under autocast),
 // written by the LayerNorm that ends the layer.
 struct Hidden {
+  Hidden(torch::Tensor states_in, torch::Tensor for_projection_in, Recomputation narrow_again_in = nullptr)
+      : states(std::move(states_in)),
+        for_projection(std::move(for_projection_in)),
+        narrow_again(std::move(narrow_again_in)) {}
   torch::Tensor states;          // (B, S, H)
   torch::Tensor for_projection;  // (B, S, H) or undefined
+  Recomputation narrow_again;    // selective: for_projection from the norm's input, when it is a copy of its own
 };
 
 class BertLayerImpl : public torch::nn::Module {
@@ -70,13 +77,19 @@ class BertLayerImpl : public torch::nn::Module {
   Hidden forward(const Hidden& x, const torch::Tensor& mask_bias, bool next_has_projection);
 
  private:
+  // x + dropout(attention output projection of the attention), the attention norm's input: (B, S, H).
+  torch::Tensor self_attention(const Hidden& x, const torch::Tensor& mask_bias);
+  // The attention norm's output + dropout(W2 gelu(W1 x)), the output norm's input: (B, S, H).
+  torch::Tensor feed_forward(const Hidden& attended);
   // softmax(q k^T / sqrt(d) + mask) v with dropout on the probabilities: (B, h, S, d) each.
   torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& mask_bias) const;
 
   int64_t heads_;
   double dropout_;
-  bool recompute_attention_;  // selective: the attention core runs again in backward
+  // selective: the attention core runs again in backward, and the norms' narrow copies and the GELU's output that
+  // the projections save are let go and computed again just before their backward.
+  bool selective_;
   torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr}, attention_out_{nullptr};
   torch::nn::Linear intermediate_{nullptr}, output_{nullptr};
   torch::nn::LayerNorm attention_norm_{nullptr}, output_norm_{nullptr};
