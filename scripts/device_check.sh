@@ -175,6 +175,22 @@ if ((built)) && ((SECONDS - started < budget - 120)); then
     data.batch_size=32
 fi
 
+# 3c. Activation checkpointing on the GPU (docs/memory.md measures it on the CPU): BERT-base BF16 b32, the training
+# peak (the CUDA allocator's) and the step time with each mode, side by side.
+if ((built)) && ((SECONDS - started < budget - 150)); then
+  for recompute in none selective full; do
+    m=$(mpt_bench bf16 configs/bert_base_mlm.yaml data.batch_size=32 "data.vocab=$vocab" "data.root=$corpus" \
+          memory.activation_checkpointing=$recompute --steps 10 --warmup 3 | tee -a "$out/bench.jsonl")
+    log "activation checkpointing, bert-base bf16 b32, $recompute: $("$python" -c '
+import json, sys
+try:
+    r = json.loads(sys.argv[1])
+    print("peak %.1f MiB, step %.1f ms" % (r["peak_memory_bytes"] / 2**20, r["step_time_ms"]["median"]))
+except Exception:
+    print("failed")' "$m")"
+  done
+fi
+
 # 4. The gpu-labelled tests, then the fast suite, with CUDA visible (specs resolve device.type auto -> cuda, mixed
 # -> bf16 or fp16), in the time left.
 left=$((budget - (SECONDS - started)))
