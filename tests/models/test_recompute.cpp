@@ -19,12 +19,13 @@ struct Outcome {
   std::vector<std::pair<std::string, torch::Tensor>> grads, buffers, fp8_state;
 };
 
-precision::PrecisionConfig recipe_config(precision::Mode mode, precision::Strategy strategy) {
+precision::PrecisionConfig recipe_config(precision::Mode mode, precision::Strategy strategy,
+                                         const std::string& fp8_recipe = "current") {
   precision::PrecisionConfig config;
   config.mode = mode;
   config.strategy = strategy;
   config.fp32_modules = {"fc", "*LayerNorm", "classifier"};
-  config.fp8.recipe = "current";
+  config.fp8.recipe = fp8_recipe;
   return config;
 }
 
@@ -74,9 +75,10 @@ void check_equal(const std::vector<std::pair<std::string, torch::Tensor>>& expec
   }
 }
 
-void check_recompute(const std::string& name, Recompute recompute, precision::Mode mode, precision::Strategy strategy) {
-  INFO(precision::mode_name(mode) << " " << precision::strategy_name(strategy));
-  const precision::PrecisionConfig config = recipe_config(mode, strategy);
+void check_recompute(const std::string& name, Recompute recompute, precision::Mode mode, precision::Strategy strategy,
+                     const std::string& fp8_recipe = "current") {
+  INFO(precision::mode_name(mode) << " " << precision::strategy_name(strategy) << " " << fp8_recipe);
+  const precision::PrecisionConfig config = recipe_config(mode, strategy, fp8_recipe);
   const Outcome kept = one_step(name, Recompute::kNone, config), recomputed = one_step(name, recompute, config);
   check_equal(kept.grads, recomputed.grads);
   check_equal(kept.buffers, recomputed.buffers);      // batch norm's running statistics updated once
@@ -106,6 +108,7 @@ TEST_CASE(
     check_recompute("bert-tiny", recompute, Mode::kMixedBf16, Strategy::kAutocast);
     check_recompute("bert-tiny", recompute, Mode::kMixedBf16, Strategy::kMasterWeights);
     check_recompute("bert-tiny", recompute, Mode::kFp8, Strategy::kMasterWeights);
+    check_recompute("bert-tiny", recompute, Mode::kFp8, Strategy::kMasterWeights, "mxfp8");
   }
 }
 
