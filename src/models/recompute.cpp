@@ -14,10 +14,8 @@ struct SavedBlock : torch::CustomClassHolder {
   Block block;
   torch::nn::Module* module = nullptr;
   const precision::GemmRouter* router = nullptr;
-  torch::DeviceType device = torch::kCPU;  // where the block's inputs are
-  torch::Tensor generator_state;           // that device generator's before the first forward (dropout's masks)
-  bool autocast_on = false;
-  torch::ScalarType autocast_dtype = torch::kFloat;
+  AutocastState autocast;                      // on the device of the block's inputs
+  torch::Tensor generator_state;               // that device generator's before the first forward (dropout's masks)
   std::vector<int> input_slots, output_slots;  // see distinct()
 };
 
@@ -49,17 +47,12 @@ Tensors expand(const Tensors& unique, const std::vector<int>& slots) {
 class Rerun {
  public:
   Rerun(const SavedBlock& saved, const Tensors& inputs) : module_(*saved.module) {
-    at::Generator generator = at::globalContext().defaultGenerator(torch::Device(saved.device));
-    const torch::Tensor generator_now = generator.get_state();
-    generator.set_state(saved.generator_state);
     for (const auto& buffer : module_.buffers()) buffers_.push_back(buffer.clone());
-    {
-      const precision::AutocastScope autocast(saved.device, saved.autocast_on ? saved.autocast_dtype : torch::kFloat);
-      const precision::GemmRouter::RecomputeScope recomputing(*saved.router);
-      torch::AutoGradMode grad(true);
-      outputs_ = saved.block(expand(inputs, saved.input_slots));
-    }
-    generator.set_state(generator_now);
+    const GeneratorAt generator(saved.autocast.device, saved.generator_state);
+    const AutocastAsIn autocast(saved.autocast);
+    const precision::GemmRouter::RecomputeScope recomputing(*saved.router);
+    torch::AutoGradMode grad(true);
+    outputs_ = saved.block(expand(inputs, saved.input_slots));
   }
 
   const Tensors& outputs() const { return outputs_; }
@@ -142,6 +135,24 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
 
 }  // namespace
 
+AutocastState autocast_state_of_now(torch::DeviceType device) {
+  return {device, precision::autocast_enabled(device), precision::autocast_dtype(device)};
+}
+
+AutocastAsIn::AutocastAsIn(const AutocastState& state) {
+  if (state.on)
+    on_.emplace(state.device, state.dtype);
+  else
+    off_.emplace(state.device);
+}
+
+GeneratorAt::GeneratorAt(torch::DeviceType device, const torch::Tensor& state)
+    : generator_(at::globalContext().defaultGenerator(torch::Device(device))), now_(generator_.get_state()) {
+  generator_.set_state(state);
+}
+
+GeneratorAt::~GeneratorAt() { generator_.set_state(now_); }
+
 Recompute parse_recompute(const std::string& name) {
   if (name == "none") return Recompute::kNone;
   if (name == "full") return Recompute::kFull;
@@ -165,11 +176,11 @@ Tensors recompute_in_backward(const Block& block, const Tensors& inputs, torch::
   saved->block = block;
   saved->module = &module;
   saved->router = &policy.router();
+  torch::DeviceType device = torch::kCPU;
   for (const auto& input : inputs)
-    if (input.defined()) saved->device = input.device().type();
-  saved->generator_state = at::globalContext().defaultGenerator(torch::Device(saved->device)).get_state();
-  saved->autocast_on = precision::autocast_enabled(saved->device);
-  saved->autocast_dtype = precision::autocast_dtype(saved->device);
+    if (input.defined()) device = input.device().type();
+  saved->autocast = autocast_state_of_now(device);
+  saved->generator_state = at::globalContext().defaultGenerator(torch::Device(device)).get_state();
   const Tensors unique_inputs = distinct(inputs, saved->input_slots);
   // As a TensorList, not a vector: autograd counts a vector argument as one non-tensor input.
   return expand(RecomputeFunction::apply(at::TensorList(unique_inputs), saved), saved->output_slots);

@@ -8,9 +8,11 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "precision/autocast.h"
 #include "precision/policy.h"
 
 namespace mpt::models {
@@ -24,6 +26,37 @@ const char* recompute_name(Recompute recompute);
 // The spec's memory section.
 struct MemoryConfig {
   Recompute activation_checkpointing = Recompute::kNone;
+};
+
+// A forward's autocast state on its device (on in a dtype, or off), which its recomputation in backward restores.
+struct AutocastState {
+  torch::DeviceType device = torch::kCPU;
+  bool on = false;
+  torch::ScalarType dtype = torch::kFloat;
+};
+AutocastState autocast_state_of_now(torch::DeviceType device);
+
+// Autocast as `state` says until the scope ends, then as it was.
+class AutocastAsIn {
+ public:
+  explicit AutocastAsIn(const AutocastState& state);
+
+ private:
+  std::optional<precision::AutocastScope> on_;
+  std::optional<precision::Fp32Scope> off_;
+};
+
+// `device`'s generator at `state` until the scope ends, then where it was: dropout draws the masks it drew then.
+class GeneratorAt {
+ public:
+  GeneratorAt(torch::DeviceType device, const torch::Tensor& state);
+  ~GeneratorAt();
+  GeneratorAt(const GeneratorAt&) = delete;
+  GeneratorAt& operator=(const GeneratorAt&) = delete;
+
+ private:
+  at::Generator generator_;
+  torch::Tensor now_;
 };
 
 using Tensors = std::vector<torch::Tensor>;

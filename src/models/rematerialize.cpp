@@ -3,10 +3,8 @@
 
 #include <ATen/Context.h>
 
-#include <optional>
-
 #include "common/error.h"
-#include "precision/autocast.h"
+#include "models/recompute.h"
 
 namespace mpt::models {
 namespace {
@@ -19,21 +17,14 @@ struct Refill : torch::CustomClassHolder {
   torch::ScalarType dtype = torch::kFloat;
   int64_t numel = 0;
   Recomputation again;
-  torch::DeviceType device = torch::kCPU;
-  bool autocast_on = false;
-  torch::ScalarType autocast_dtype = torch::kFloat;
+  AutocastState autocast;
 
   // Once, before the first reader's backward; then lets go of what it held, as the readers' nodes release theirs.
   void run() {
     if (!again) return;
     torch::Tensor value;
     {
-      std::optional<precision::AutocastScope> autocast;
-      std::optional<precision::Fp32Scope> fp32;
-      if (autocast_on)
-        autocast.emplace(device, autocast_dtype);
-      else
-        fp32.emplace(device);
+      const AutocastAsIn as_in_forward(autocast);
       torch::NoGradGuard no_grad;
       value = again();
     }
@@ -70,14 +61,10 @@ bool owns_its_storage(const torch::Tensor& value) {
 }  // namespace
 
 Recomputation with_generator_of_now(Recomputation again, torch::DeviceType device) {
-  at::Generator generator = at::globalContext().defaultGenerator(torch::Device(device));
-  return [again = std::move(again), generator, state = generator.get_state()] {
-    at::Generator same = generator;  // a handle: the device's generator itself
-    const torch::Tensor now = same.get_state();
-    same.set_state(state);
-    torch::Tensor value = again();
-    same.set_state(now);
-    return value;
+  return [again = std::move(again), device,
+          state = at::globalContext().defaultGenerator(torch::Device(device)).get_state()] {
+    const GeneratorAt generator(device, state);
+    return again();
   };
 }
 
@@ -93,9 +80,7 @@ std::vector<torch::Tensor> refill_in_backward(const torch::Tensor& value, Recomp
   refill->dtype = value.scalar_type();
   refill->numel = value.numel();
   refill->again = std::move(again);
-  refill->device = value.device().type();
-  refill->autocast_on = precision::autocast_enabled(refill->device);
-  refill->autocast_dtype = precision::autocast_dtype(refill->device);
+  refill->autocast = autocast_state_of_now(value.device().type());
   // As a TensorList, not a vector: autograd counts a vector argument as one non-tensor input.
   std::vector<torch::Tensor> out = RefillFunction::apply(at::TensorList(readers), refill);
   refill->storage.unsafeGetStorageImpl()->reset();
