@@ -146,6 +146,10 @@ AutocastAsIn::AutocastAsIn(const AutocastState& state) {
     off_.emplace(state.device);
 }
 
+torch::Tensor generator_state_of_now(torch::DeviceType device) {
+  return at::globalContext().defaultGenerator(torch::Device(device)).get_state();
+}
+
 GeneratorAt::GeneratorAt(torch::DeviceType device, const torch::Tensor& state)
     : generator_(at::globalContext().defaultGenerator(torch::Device(device))), now_(generator_.get_state()) {
   generator_.set_state(state);
@@ -180,7 +184,7 @@ Tensors recompute_in_backward(const Block& block, const Tensors& inputs, torch::
   for (const auto& input : inputs)
     if (input.defined()) device = input.device().type();
   saved->autocast = autocast_state_of_now(device);
-  saved->generator_state = at::globalContext().defaultGenerator(torch::Device(device)).get_state();
+  saved->generator_state = generator_state_of_now(device);
   const Tensors unique_inputs = distinct(inputs, saved->input_slots);
   // As a TensorList, not a vector: autograd counts a vector argument as one non-tensor input.
   return expand(RecomputeFunction::apply(at::TensorList(unique_inputs), saved), saved->output_slots);

@@ -46,6 +46,9 @@ class AutocastAsIn {
   std::optional<precision::Fp32Scope> off_;
 };
 
+// The state of `device`'s generator now, for GeneratorAt to put it back in a recomputation.
+torch::Tensor generator_state_of_now(torch::DeviceType device);
+
 // `device`'s generator at `state` until the scope ends, then where it was: dropout draws the masks it drew then.
 class GeneratorAt {
  public:

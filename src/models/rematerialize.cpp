@@ -1,13 +1,15 @@
 // Selective checkpointing by refilling a saved tensor's storage (see rematerialize.h).
 #include "models/rematerialize.h"
 
-#include <ATen/Context.h>
-
 #include "common/error.h"
 #include "models/recompute.h"
 
 namespace mpt::models {
 namespace {
+
+bool owns_its_storage(const torch::Tensor& value) {
+  return value.is_contiguous() && value.storage_offset() == 0 && value.storage().nbytes() == value.nbytes();
+}
 
 // A value whose storage was emptied after the forward: the readers' nodes still hold its tensor (or views of it)
 // and read it in backward through that storage, so refilling the storage in place refills what they saved.
@@ -15,7 +17,6 @@ struct Refill : torch::CustomClassHolder {
   c10::Storage storage;
   size_t bytes = 0;
   torch::ScalarType dtype = torch::kFloat;
-  int64_t numel = 0;
   Recomputation again;
   AutocastState autocast;
 
@@ -28,8 +29,7 @@ struct Refill : torch::CustomClassHolder {
       torch::NoGradGuard no_grad;
       value = again();
     }
-    MPT_CHECK(value.scalar_type() == dtype && value.numel() == numel && value.is_contiguous() &&
-                  value.storage_offset() == 0 && value.storage().nbytes() == bytes,
+    MPT_CHECK(value.scalar_type() == dtype && owns_its_storage(value) && value.nbytes() == bytes,
               "activation checkpointing: a tensor computed again in backward differs in layout from the first");
     storage.unsafeGetStorageImpl()->swap_data_ptr(*value.storage().unsafeGetStorageImpl());
     again = nullptr;
@@ -54,15 +54,10 @@ struct RefillFunction : public torch::autograd::Function<RefillFunction> {
   }
 };
 
-bool owns_its_storage(const torch::Tensor& value) {
-  return value.is_contiguous() && value.storage_offset() == 0 && value.storage().nbytes() == value.nbytes();
-}
-
 }  // namespace
 
 Recomputation with_generator_of_now(Recomputation again, torch::DeviceType device) {
-  return [again = std::move(again), device,
-          state = at::globalContext().defaultGenerator(torch::Device(device)).get_state()] {
+  return [again = std::move(again), device, state = generator_state_of_now(device)] {
     const GeneratorAt generator(device, state);
     return again();
   };
@@ -78,7 +73,6 @@ std::vector<torch::Tensor> refill_in_backward(const torch::Tensor& value, Recomp
   refill->storage = value.storage();
   refill->bytes = value.storage().nbytes();
   refill->dtype = value.scalar_type();
-  refill->numel = value.numel();
   refill->again = std::move(again);
   refill->autocast = autocast_state_of_now(value.device().type());
   // As a TensorList, not a vector: autograd counts a vector argument as one non-tensor input.
