@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "common/uri.h"
+
 namespace mpt {
 namespace {
 
@@ -42,7 +44,8 @@ size_t append_escaped(std::string& out, std::string_view text, size_t i, bool ke
 
 }  // namespace
 
-std::string echo(std::string_view text, size_t limit) {
+std::string echo(std::string_view raw, size_t limit) {
+  const std::string text = redact_credentials(raw);
   std::string out;
   size_t i = 0;
   while (i < text.size() && out.size() < limit) i += append_escaped(out, text, i, /*keep_newlines=*/false);
@@ -50,7 +53,8 @@ std::string echo(std::string_view text, size_t limit) {
   return out;
 }
 
-std::string terminal_safe(std::string_view message) {
+std::string terminal_safe(std::string_view raw) {
+  const std::string message = redact_credentials(raw);
   std::string out;
   for (size_t i = 0; i < message.size();) i += append_escaped(out, message, i, /*keep_newlines=*/true);
   return out;

@@ -1,5 +1,6 @@
 // Echoing what a user typed or a file held back into a message: escaped so that no control sequence reaches the
-// terminal (ESC, BEL, C1 controls, stray bytes), and cut to a short prefix so that a huge value is not replayed.
+// terminal (ESC, BEL, C1 controls, stray bytes), credentials in URIs masked (common/uri.h), and cut to a short
+// prefix so that a huge value is not replayed.
 #pragma once
 
 #include <cstddef>

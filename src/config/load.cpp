@@ -1,8 +1,6 @@
 // Spec loading: parse, flatten nested sections to dotted keys, apply overrides, fill defaults, type-check.
 #include "config/load.h"
 
-#include <yaml-cpp/depthguard.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +11,7 @@
 #include "common/echo.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/uri.h"
 #include "config/schema.h"
 
 namespace mpt::config {
@@ -180,16 +179,16 @@ void apply_override(const std::string& text, Spec& spec, std::vector<std::string
   YAML::Node value;
   if (equals != std::string::npos) {
     try {
-      value = YAML::Load(body.substr(equals + 1));
-    } catch (const YAML::Exception& e) {
-      problems.push_back(where + ": the value is not valid YAML: " + e.msg);
+      value = parse_yaml(body.substr(equals + 1), "the value");
+    } catch (const UsageError& e) {
+      problems.push_back(where + ": " + e.what());
       return;
     }
   }
   if (remove) {
     if (!spec.has(key))
       problems.push_back(where + ": " + key + " is not set in the spec; nothing to delete");
-    else if (equals != std::string::npos && spec.value_text(key) != yaml_inline(value))
+    else if (equals != std::string::npos && spec.value_text(key) != redact_credentials(yaml_inline(value)))
       problems.push_back(where + ": " + key + " is " + echo(spec.value_text(key)) + " (" + spec.origin(key) +
                          "), not " + echo(yaml_inline(value)));
     else
@@ -209,34 +208,6 @@ void apply_override(const std::string& text, Spec& spec, std::vector<std::string
 }
 
 }  // namespace
-
-YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  const std::string too_deep = "nested more than " + std::to_string(kMaxYamlDepth) + " levels deep";
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::DeepRecursion& e) {
-    throw UsageError(source + ":" + std::to_string(e.mark.line + 1) + ": " + too_deep);
-  } catch (const YAML::ParserException& e) {
-    throw UsageError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                     ": not valid YAML: " + e.msg);
-  }
-  // Walked without recursion: later readers (flatten, yaml_inline) recurse once per level.
-  std::vector<std::pair<YAML::Node, int>> pending = {{root, 1}};
-  while (!pending.empty()) {
-    auto [node, depth] = pending.back();
-    pending.pop_back();
-    if (!node.IsMap() && !node.IsSequence()) continue;
-    if (depth > kMaxYamlDepth) throw UsageError(source + ":" + std::to_string(node.Mark().line + 1) + ": " + too_deep);
-    for (const auto& child : node) {
-      if (node.IsMap())
-        pending.push_back({child.first, depth + 1}), pending.push_back({child.second, depth + 1});
-      else
-        pending.push_back({child, depth + 1});
-    }
-  }
-  return root;
-}
 
 void throw_if_errors(const std::string& what, const std::vector<std::string>& problems) {
   if (problems.empty()) return;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config/spec.h"
+#include "config/yaml_text.h"
 
 namespace mpt::config {
 
@@ -15,11 +16,6 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& override
 // Same as load_spec for YAML text already in memory; `source_name` stands in for the file name in errors.
 Spec parse_spec(const std::string& yaml_text, const std::string& source_name,
                 const std::vector<std::string>& overrides);
-
-// YAML text from a user's file: a UsageError naming `source`, the line and column when it is not YAML, and
-// "nested more than kMaxYamlDepth levels" when it nests deeper than any spec or suite does.
-inline constexpr int kMaxYamlDepth = 32;
-YAML::Node parse_yaml(const std::string& text, const std::string& source);
 
 // Throws one UsageError listing every problem, if there is any.
 void throw_if_errors(const std::string& what, const std::vector<std::string>& problems);

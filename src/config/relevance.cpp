@@ -1,7 +1,11 @@
 #include "config/relevance.h"
 
+#include <algorithm>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
+#include "config/schema.h"
 #include "config/spec.h"
 
 namespace mpt::config {
@@ -45,21 +49,42 @@ bool matches(const std::string& text, const std::string& pattern) {
   return text == pattern;
 }
 
+// The condition under which `key` applies, or null when it always does.
+const Condition* governing(const std::string& key) {
+  for (const auto& condition : conditions())
+    for (const auto& pattern : condition.keys)
+      if (matches(key, pattern)) return &condition;
+  return nullptr;
+}
+
+bool holds(const Condition& condition, const Spec& spec) {
+  const std::string value = spec.get_string(condition.deciding_key);
+  return std::any_of(condition.values.begin(), condition.values.end(),
+                     [&](const std::string& allowed) { return matches(value, allowed); });
+}
+
+std::string default_text(const std::string& key) { return yaml_inline(YAML::Load(find_key(key)->default_yaml)); }
+
 }  // namespace
 
 bool applies(const std::string& key, const Spec& spec) {
   if (spec.origin(key) != "default") return true;
   if (key.rfind("debug.", 0) == 0 || key.rfind("tracking.", 0) == 0) return false;
-  for (const auto& condition : conditions()) {
-    bool governed = false;
-    for (const auto& pattern : condition.keys) governed = governed || matches(key, pattern);
-    if (!governed) continue;
-    const std::string value = spec.get_string(condition.deciding_key);
-    for (const auto& allowed : condition.values)
-      if (matches(value, allowed)) return true;
-    return false;
+  const Condition* condition = governing(key);
+  return !condition || holds(*condition, spec);
+}
+
+std::vector<InertKey> inert_keys(const Spec& spec) {
+  std::vector<InertKey> inert;
+  for (const auto& key_spec : schema()) {
+    const Condition* condition = governing(key_spec.key);
+    if (!condition || !spec.has(key_spec.key) || holds(*condition, spec)) continue;
+    if (spec.value_text(key_spec.key) == default_text(key_spec.key)) continue;  // config.yaml writes every default
+    std::string allowed;
+    for (const auto& value : condition->values) allowed += (allowed.empty() ? "" : ", ") + value;
+    inert.push_back({key_spec.key, condition->deciding_key, spec.get_string(condition->deciding_key), allowed});
   }
-  return true;
+  return inert;
 }
 
 }  // namespace mpt::config

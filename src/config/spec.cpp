@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/echo.h"
 #include "common/error.h"
+#include "common/uri.h"
 #include "config/relevance.h"
 #include "config/schema.h"
 
@@ -30,7 +32,26 @@ std::vector<std::string> Spec::get_string_list(const std::string& key) const {
   return at(key).node.as<std::vector<std::string>>();
 }
 
-std::string Spec::value_text(const std::string& key) const { return yaml_inline(at(key).node); }
+namespace {
+
+// The node with credentials in its strings masked (common/uri.h); itself when it holds none.
+YAML::Node without_credentials(const YAML::Node& node) {
+  if (node.IsScalar()) {
+    const std::string masked = redact_credentials(node.Scalar());
+    return masked == node.Scalar() ? node : YAML::Node(masked);
+  }
+  if (!node.IsSequence()) return node;
+  YAML::Node out(YAML::NodeType::Sequence);
+  for (const auto& item : node) out.push_back(without_credentials(item));
+  return out;
+}
+
+// A value in the spec table: a long one is cut (with its length), so it never widens every row.
+constexpr size_t kTableValueBytes = 60;
+
+}  // namespace
+
+std::string Spec::value_text(const std::string& key) const { return yaml_inline(without_credentials(at(key).node)); }
 
 std::vector<KeyDifference> differing_keys(const Spec& a, const Spec& b) {
   std::vector<KeyDifference> differences;
@@ -77,7 +98,7 @@ std::string Spec::to_yaml() const {
     }
     out << YAML::Key << parts.back() << YAML::Value;
     if (it->second.node.IsSequence()) out << YAML::Flow;
-    out << it->second.node;
+    out << without_credentials(it->second.node);
   }
   for (size_t i = 0; i < open.size(); ++i) out << YAML::EndMap;
   out << YAML::EndMap;
@@ -94,7 +115,7 @@ std::string Spec::to_table(bool all) const {
       ++left_out;
       continue;
     }
-    rows.emplace_back(key_spec.key, value_text(key_spec.key));
+    rows.emplace_back(key_spec.key, echo(value_text(key_spec.key), kTableValueBytes));
     key_width = std::max(key_width, key_spec.key.size());
     value_width = std::max(value_width, rows.back().second.size());
   }

@@ -27,7 +27,7 @@ class Spec {
   std::string get_string(const std::string& key) const;
   std::vector<int64_t> get_int_list(const std::string& key) const;
   std::vector<std::string> get_string_list(const std::string& key) const;
-  std::string value_text(const std::string& key) const;  // the value as one line of YAML
+  std::string value_text(const std::string& key) const;  // one line of YAML, credentials masked (common/uri.h)
 
   // Sets a schema key (resolution writes "mixed" -> "mixed_bf16" here); the origin says why.
   void set(const std::string& key, const YAML::Node& node, const std::string& origin);
@@ -36,7 +36,7 @@ class Spec {
   const std::string& origin(const std::string& key) const;
   const std::string& source_path() const { return source_path_; }
 
-  // The spec as nested YAML, re-loadable by `mpt train`.
+  // The spec as nested YAML, re-loadable by `mpt train` (credentials in URIs masked: they are given again).
   std::string to_yaml() const;
   // The spec as an aligned key | value | origin table, printed before step 0: the keys that apply to this spec
   // (config/relevance.h) and a line counting the others, or every key when `all`.

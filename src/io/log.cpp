@@ -2,6 +2,7 @@
 // terminal so log lines print cleanly over the progress line; files never see control characters.
 #include "io/log.h"
 
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <unistd.h>
@@ -11,8 +12,36 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+
+#include "common/echo.h"
 
 namespace mpt::io {
+namespace {
+
+// Every message made terminal-safe before any sink sees it: a value from a file, the environment or a server
+// never brings an escape sequence or a credential into the terminal or train.log.
+class TerminalSafeSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit TerminalSafeSink(std::vector<spdlog::sink_ptr> sinks) : sinks_(std::move(sinks)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& message) override {
+    const std::string safe = terminal_safe(std::string_view(message.payload.data(), message.payload.size()));
+    spdlog::details::log_msg copy(message);
+    copy.payload = spdlog::string_view_t(safe.data(), safe.size());
+    for (const auto& sink : sinks_)
+      if (sink->should_log(copy.level)) sink->log(copy);
+  }
+  void flush_() override {
+    for (const auto& sink : sinks_) sink->flush();
+  }
+
+ private:
+  std::vector<spdlog::sink_ptr> sinks_;
+};
+
+}  // namespace
 
 bool stderr_is_live_terminal() {
   const char* term = std::getenv("TERM");
@@ -31,7 +60,7 @@ std::shared_ptr<spdlog::logger> make_logger(const std::string& log_path) {
     file->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
     sinks.push_back(file);
   }
-  auto logger = std::make_shared<spdlog::logger>("mpt", sinks.begin(), sinks.end());
+  auto logger = std::make_shared<spdlog::logger>("mpt", std::make_shared<TerminalSafeSink>(std::move(sinks)));
   logger->flush_on(spdlog::level::info);
   return logger;
 }

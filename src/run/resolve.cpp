@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "config/load.h"
+#include "config/relevance.h"
 #include "data/datasets.h"
 #include "io/weights.h"
 #include "models/registry.h"
@@ -80,6 +81,16 @@ void check_combinations(const config::Spec& spec, Problems& problems) {
     problems.push_back(at(spec, "data.channels") + " = 2: expected 0 (native), 1, or 3 (grayscale replicated to RGB)");
 }
 
+// A key given a value that nothing reads under the other keys is a mistake the run would hide: a recipe under a
+// mode without it, an optimizer's setting under another optimizer.
+void check_inert_keys(const config::Spec& spec, Problems& problems) {
+  for (const config::InertKey& inert : config::inert_keys(spec))
+    problems.push_back(at(spec, inert.key) + " = " + spec.value_text(inert.key) +
+                       " does nothing here: it applies when " + inert.deciding_key + " is " + inert.applies_under +
+                       ", and " + inert.deciding_key + " is " + inert.deciding_value + " (" +
+                       spec.origin(inert.deciding_key) + "); remove it or change " + inert.deciding_key);
+}
+
 // The files the dataset and the model need, and whether the model reads what the dataset holds.
 void check_data_and_model(const config::Spec& spec, Problems& problems) {
   const ExperimentConfig c = read_sections(spec);
@@ -115,6 +126,7 @@ void resolve_spec(config::Spec& spec, const hardware::Facts& facts) {
     spec.set("experiment.name", YAML::Node(std::filesystem::path(spec.source_path()).stem().string()),
              "the spec file's name");
   check_combinations(spec, problems);
+  check_inert_keys(spec, problems);
   const std::map<std::string, std::string> looked = resolve_relative_paths(spec);
   check_data_and_model(spec, problems);
   for (std::string& problem : problems)  // a relative path found nowhere: say where it was looked for

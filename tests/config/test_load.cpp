@@ -1,9 +1,12 @@
 // Spec loading: every error class is reported with file:line, key, value and what is allowed, all at once.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+
 #include "common/error.h"
 #include "config/load.h"
 #include "config/schema.h"
+#include "tests/support/alias_bomb.h"
 
 using mpt::config::parse_spec;
 
@@ -174,4 +177,41 @@ TEST_CASE("loss scales beyond FP32's range are refused up front, as GradScaler r
   }
   CHECK(parse_spec("", "exp.yaml", {"precision.loss_scale.max_scale=3.4e38"})
             .get_float("precision.loss_scale.max_scale") == 3.4e38);
+}
+
+TEST_CASE("aliases are counted as the nodes they name: a billion laughs is refused at once, naming the line",
+          "[fast][config]") {
+  const std::string bomb = mpt::testing::alias_bomb("a");  // 10^10 values from 800 bytes
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THAT(error_of(bomb + "optimizer:\n  lr: *a9\n"),
+             Catch::Contains("exp.yaml:5: its aliases expand it to more than 100000 values"));
+  CHECK_THAT(error_of("", {"optimizer.lr=" + bomb.substr(0, bomb.find("a6:")) + "x: *a5"}),
+             Catch::Contains("its aliases expand it"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // a bound, not a benchmark
+  // Aliases that nest past the depth bound only through what they name, and an alias inside its own anchor.
+  std::string deep = "d0: &d0 [1]\n";
+  for (int level = 1; level < 40; ++level)
+    deep += "d" + std::to_string(level) + ": &d" + std::to_string(level) + " [*d" + std::to_string(level - 1) + "]\n";
+  CHECK_THAT(error_of(deep), Catch::Contains("nested more than 32 levels deep (counting what its aliases name)"));
+  CHECK_THAT(error_of("a: &loop [1, *loop]\n"), Catch::Contains("exp.yaml:1: an alias names a node that contains it"));
+  // A spec that uses aliases as YAML meant them still loads.
+  const auto spec = parse_spec("model:\n  hidden_sizes: &sizes [64, 32]\noptimizer:\n  lr: &lr 0.01\n", "ok.yaml", {});
+  CHECK(spec.get_int_list("model.hidden_sizes") == std::vector<int64_t>{64, 32});
+}
+
+TEST_CASE("credentials in a URI never reach config.yaml or the spec table, and a long value is cut in the table",
+          "[fast][config]") {
+  const auto spec =
+      parse_spec("tracking:\n  mlflow:\n    uri: http://alice:S3cret@h:5000\n", "exp.yaml",
+                 {"experiment.name=" + std::string(10000, 'n'), "tracking.mlflow.tags=[\"url=https://t:k@x\"]"});
+  const std::string yaml = spec.to_yaml(), table = spec.to_table();
+  for (const std::string& text : {yaml, table}) {
+    CHECK(text.find("S3cret") == std::string::npos);
+    CHECK(text.find("t:k@") == std::string::npos);
+  }
+  CHECK_THAT(yaml, Catch::Contains("uri: http://***@h:5000"));
+  CHECK(table.size() < 40000);  // the 10 kB name once, cut: not padded into every row (0.5 MB before)
+  CHECK_THAT(table, Catch::Contains("(10000 bytes)"));
+  // A masked URI read back (a config.yaml re-run) is refused where tracking starts, not sent as "***".
+  CHECK(parse_spec(yaml, "config.yaml", {}).get_string("tracking.mlflow.uri") == "http://***@h:5000");
 }

@@ -42,3 +42,22 @@ TEST_CASE("a key set in the spec or an override is always listed, whatever the f
   CHECK_FALSE(applies("model.activation", bert));
   CHECK_FALSE(applies("data.augment", bert));
 }
+
+TEST_CASE("a key given a value that nothing reads under the other keys is found, with what would make it apply",
+          "[fast][config]") {
+  const Spec mixed = parse_spec("precision:\n  mode: mixed_bf16\n  fp8:\n    recipe: mxfp8\n", "mx.yaml",
+                                {"optimizer.name=adamw", "optimizer.momentum=0.5", "model.heads=4"});
+  const std::vector<InertKey> inert = inert_keys(mixed);
+  REQUIRE(inert.size() == 3u);  // key-table order
+  CHECK(inert[0].key == "model.heads");
+  CHECK(inert[0].deciding_value == "mlp");
+  CHECK(inert[1].key == "precision.fp8.recipe");
+  CHECK(inert[1].deciding_key == "precision.mode");
+  CHECK(inert[1].deciding_value == "mixed_bf16");
+  CHECK(inert[1].applies_under == "fp8");
+  CHECK(inert[2].key == "optimizer.momentum");
+  // The same keys where they apply, and any key at its default (config.yaml writes every key), are not inert.
+  CHECK(inert_keys(parse_spec("precision:\n  mode: fp8\n  fp8:\n    recipe: mxfp8\n", "fp8.yaml", {})).empty());
+  CHECK(inert_keys(parse_spec("optimizer:\n  name: adam\n  momentum: 0.9\n", "adam.yaml", {})).empty());
+  CHECK(inert_keys(parse_spec(parse_spec("", "all.yaml", {}).to_yaml(), "config.yaml", {})).empty());
+}
