@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,9 +28,9 @@ void fsync_folder(const std::string& folder) {
 
 }  // namespace
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+void write_file_atomically(const std::string& path, const std::string& bytes, unsigned permissions) {
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(permissions));
   if (fd < 0) throw Error(path + ": cannot create " + temp + ": " + os_reason());
   size_t written = 0;
   while (written < bytes.size()) {
@@ -102,11 +103,26 @@ JsonlWriter::~JsonlWriter() {
   if (file_) std::fclose(file_);
 }
 
-void JsonlWriter::write(const nlohmann::json& record) {
+void JsonlWriter::write(nlohmann::json record) {
   if (!file_) return;
+  if (!record.contains("time"))
+    record["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const std::string line = record.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     throw Error(path_ + ": appending a record failed: " + os_reason());
+}
+
+void JsonlWriter::cut(uint64_t begin, uint64_t end) {
+  if (!file_ || begin >= end) return;
+  const std::string text = read_file(path_);
+  if (end > text.size())
+    throw Error(path_ + ": cannot cut bytes " + std::to_string(begin) + ".." + std::to_string(end) + " of a " +
+                std::to_string(text.size()) + "-byte file");
+  std::fclose(file_);
+  file_ = nullptr;
+  write_file_atomically(path_, text.substr(0, begin) + text.substr(end));
+  file_ = std::fopen(path_.c_str(), "a");
+  if (!file_) throw Error(path_ + ": cannot open for appending: " + os_reason());
 }
 
 std::vector<nlohmann::json> read_jsonl_records(const std::string& path) {

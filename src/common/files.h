@@ -12,8 +12,8 @@
 namespace mpt {
 
 // Replaces `path` with `bytes` atomically; throws mpt::Error (naming the path and the OS reason) on failure,
-// leaving any previous file untouched.
-void write_file_atomically(const std::string& path, const std::string& bytes);
+// leaving any previous file untouched. `permissions` 0600 keeps a file that holds credentials to its owner.
+void write_file_atomically(const std::string& path, const std::string& bytes, unsigned permissions = 0644);
 
 // The whole file; one larger than `max_bytes` is refused before it is read (an Error naming it and its size).
 std::string read_file(const std::string& path, uintmax_t max_bytes = UINTMAX_MAX);
@@ -36,7 +36,8 @@ std::vector<nlohmann::json> read_jsonl_records(const std::string& path);
 // not glued to the partial one; returns the bytes cut (0 when the file ends in a newline or does not exist).
 int64_t cut_torn_tail(const std::string& path);
 
-// One JSON object per line, flushed per line so `tail -f` and a crash both see whole lines.
+// One JSON object per line, flushed per line so `tail -f` and a crash both see whole lines; each record gets the
+// wall-clock "time" it was written (seconds since the epoch) unless it has one.
 class JsonlWriter {
  public:
   explicit JsonlWriter(const std::string& path);  // "": writes nothing (ranks other than 0)
@@ -44,7 +45,11 @@ class JsonlWriter {
   JsonlWriter(const JsonlWriter&) = delete;
   JsonlWriter& operator=(const JsonlWriter&) = delete;
 
-  void write(const nlohmann::json& record);
+  void write(nlohmann::json record);
+  // Removes the bytes [begin, end) of the file, keeping what follows them (a resume rewinding the records an earlier
+  // invocation wrote past its checkpoint); the file is replaced atomically, then appended to as before.
+  void cut(uint64_t begin, uint64_t end);
+  const std::string& path() const { return path_; }
 
  private:
   std::string path_;

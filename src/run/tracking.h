@@ -6,7 +6,7 @@
 #include <string>
 
 #include "run/sections.h"
-#include "tools/mlflow/delivery.h"
+#include "tools/mlflow/spool.h"
 
 namespace mpt::run {
 

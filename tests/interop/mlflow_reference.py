@@ -2,8 +2,9 @@
 
     python mlflow_reference.py URI EXPERIMENT
 
-prints {"runs": {RUN_NAME: {"id", "status", "params", "tags", "metrics": {KEY: [[step, value], ...]},
-"artifacts": [...]}}} for every run of the experiment (each metric's whole history, in step order).
+prints {"runs": {RUN_NAME: {"id", "status", "start_time", "end_time", "params", "tags",
+"metrics": {KEY: [[step, value], ...]}, "timestamps": {KEY: [ms, ...]}, "artifacts": [...]}}} for every run of the
+experiment (each metric's whole history, in step order; its timestamps in the same order).
 """
 import json
 import math
@@ -19,13 +20,17 @@ def main():
     runs = {}
     if experiment is not None:
         for run in client.search_runs([experiment.experiment_id], max_results=1000):
-            metrics = {}
+            metrics, timestamps = {}, {}
             for key in run.data.metrics:
-                history = client.get_metric_history(run.info.run_id, key)
-                metrics[key] = sorted([m.step, None if math.isnan(m.value) else m.value] for m in history)
+                history = sorted(client.get_metric_history(run.info.run_id, key), key=lambda m: (m.step, m.timestamp))
+                metrics[key] = [[m.step, None if math.isnan(m.value) else m.value] for m in history]
+                timestamps[key] = [m.timestamp for m in history]
             runs[run.info.run_name] = {
                 "id": run.info.run_id,
                 "status": run.info.status,
+                "start_time": run.info.start_time,
+                "end_time": run.info.end_time,
+                "timestamps": timestamps,
                 "params": run.data.params,
                 "tags": run.data.tags,
                 "metrics": metrics,

@@ -2,8 +2,6 @@
 // short, and the run waits in the spool.
 #include <catch2/catch.hpp>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/support/fake_server.h"
 #include "tests/support/helpers.h"
 #include "tools/mlflow/live_tracker.h"
 
@@ -21,21 +20,12 @@ namespace {
 // A loopback port whose server accepts every connection (the kernel's backlog does) and never answers.
 class SilentServer {
  public:
-  SilentServer() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    listen(fd_, 16);
-    socklen_t length = sizeof(address);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-  }
+  SilentServer() : fd_(mpt::testing::listen_on_loopback(port_)) {}
   ~SilentServer() { close(fd_); }
   std::string uri() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
  private:
-  int fd_, port_ = 0;
+  int port_ = 0, fd_;  // in this order: listening sets the port
 };
 
 }  // namespace

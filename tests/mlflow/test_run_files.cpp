@@ -7,8 +7,9 @@
 
 #include "common/error.h"
 #include "run/tracking.h"
+#include "tests/support/fake_server.h"
 #include "tests/support/helpers.h"
-#include "tools/mlflow/delivery.h"
+#include "tools/mlflow/spool.h"
 #include "tools/mlflow/run_files.h"
 
 using namespace mpt;
@@ -111,6 +112,71 @@ TEST_CASE("mlflow target: the spec's keys over MLflow's variables, and clear ref
   section.uri = "http://tracker:5000";
   section.tags = {"=x"};
   CHECK_THROWS_WITH(run::mlflow_target(section, ""), Catch::Contains("'=x' is not KEY=VALUE"));
+  section.tags = {std::string(300, 'k') + "=v"};
+  CHECK_THROWS_WITH(run::mlflow_target(section, ""), Catch::Contains("MLflow keeps tag keys of at most 250 bytes"));
+  section.tags = {};
+  for (const auto& [uri, problem] : std::vector<std::pair<std::string, std::string>>{
+           {"http://tracker\n:5000", "byte 14 is the control character \\x0a"},
+           {"http://tracker :5000", "byte 14 is a space"},
+           {"http://", "no host after the scheme"},
+           {"http://***@tracker:5000", "masked (***)"}}) {
+    section.uri = uri;
+    CHECK_THROWS_WITH(run::mlflow_target(section, ""), Catch::Contains(problem));
+  }
+}
+
+TEST_CASE("tracking keys with no tracking server are refused, checked whether tracking is on or not",
+          "[fast][mlflow]") {
+  if (std::getenv("MLFLOW_TRACKING_URI")) MPT_SKIP("MLFLOW_TRACKING_URI is set in this environment");
+  run::MlflowSection section;
+  section.tags = {"novalue"};
+  CHECK_THROWS_WITH(run::mlflow_target(section, ""), Catch::Contains("'novalue' is not KEY=VALUE"));
+  section.tags = {"team=vision"};
+  CHECK_THROWS_WITH(run::mlflow_target(section, ""),
+                    Catch::Contains("tracking.mlflow.tags is set, but no tracking server is"));
+  section.tags = {};
+  section.experiment = "x";
+  CHECK_THROWS_WITH(run::mlflow_target(section, "", "mlflow"),
+                    Catch::Contains("mlflow.experiment is set, but no tracking server is"));
+  section.uri = "off";  // turned off on purpose: the other keys may stay
+  CHECK(!run::mlflow_target(section, ""));
+}
+
+TEST_CASE("after a resume cut its logs back, what MLflow already holds is not sent again, and counts stay true",
+          "[fast][mlflow]") {
+  testing::FakeServer server(testing::FakeServer::mlflow);
+  const std::string dir = testing::scratch_dir("mlflow-rewind");
+  const auto line = [](const nlohmann::json& record) { return record.dump() + "\n"; };
+  const std::string metrics_kept = line({{"kind", "train"}, {"step", 10}, {"loss", 1.0}, {"time", 1.0e9}});
+  const std::string metrics_cut =
+      line({{"kind", "train"}, {"step", 20}, {"loss", 0.9}, {"time", 1.0e9 + 2}}) +
+      line({{"kind", "eval"}, {"step", 20}, {"eval", {{"loss", 0.8}}}, {"time", 1.0e9 + 3}});
+  const std::string events_kept = line({{"kind", "checkpoint"}, {"step", 15}, {"time", 1.0e9}});
+  const std::string events_cut = line({{"kind", "skip"}, {"step", 17}, {"time", 1.0e9 + 1}});
+  std::ofstream(dir + "/metrics.jsonl") << metrics_kept << metrics_cut;
+  std::ofstream(dir + "/events.jsonl") << events_kept << events_cut;
+  Client client(server.uri());
+  RunDelivery(client, {server.uri(), "x", "", {}, dir + "/spool", "t"}, dir).deliver_progress();
+
+  // Killed at 20, resumed from the checkpoint at 15: the resume cuts the lines past 15, then writes a resume event,
+  // the same lines again (later), and new ones.
+  forget_cut_lines(dir, "metrics.jsonl", metrics_kept.size(), metrics_kept.size() + metrics_cut.size());
+  forget_cut_lines(dir, "events.jsonl", events_kept.size(), events_kept.size() + events_cut.size());
+  std::ofstream(dir + "/metrics.jsonl") << metrics_kept << metrics_cut
+                                        << line({{"kind", "train"}, {"step", 30}, {"loss", 0.7}, {"time", 1.0e9 + 9}});
+  std::ofstream(dir + "/events.jsonl") << events_kept << line({{"kind", "resume"}, {"step", 15}}) << events_cut
+                                       << line({{"kind", "skip"}, {"step", 29}, {"time", 1.0e9 + 8}});
+  const size_t before = server.requests().size();
+  RunDelivery(client, {server.uri(), "x", "", {}, dir + "/spool", "t"}, dir).deliver_progress();
+  const auto requests = server.requests();
+  REQUIRE(requests.size() > before);
+  const nlohmann::json batch = nlohmann::json::parse(requests.back().body);
+  std::vector<std::pair<std::string, int64_t>> sent;
+  for (const auto& metric : batch["metrics"]) sent.emplace_back(metric["key"], metric["step"]);
+  CHECK(sent ==
+        std::vector<std::pair<std::string, int64_t>>{{"train/loss", 30}, {"events/resume", 15}, {"events/skip", 29}});
+  for (const auto& metric : batch["metrics"])
+    if (metric["key"] == "events/skip") CHECK(metric["value"] == 2.0);  // the second skip, not the third
 }
 
 TEST_CASE("mlflow: a server that is not there fails fast as unreachable, and the spool keeps the directory",

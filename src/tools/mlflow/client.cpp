@@ -10,6 +10,7 @@
 
 #include "common/echo.h"
 #include "common/files.h"
+#include "common/uri.h"
 #include "tools/mlflow/http.h"
 
 namespace mpt::mlflow {
@@ -22,10 +23,12 @@ constexpr size_t kMaxMetricsPerBatch = 1000, kMaxParamsPerBatch = 100, kMaxTagsP
 constexpr size_t kMaxParamValue = 6000, kMaxTagValue = 8000, kMaxKey = 250;
 constexpr uintmax_t kMaxArtifactBytes = uintmax_t{1} << 30;
 
+// Params and tags as sent: every value with its credentials masked (a URI in the spec, the command line, a tag).
 nlohmann::json key_values(const KeyValues& pairs, size_t begin, size_t end, size_t max_value) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = begin; i < end; ++i)
-    out.push_back({{"key", pairs[i].first.substr(0, kMaxKey)}, {"value", pairs[i].second.substr(0, max_value)}});
+    out.push_back({{"key", pairs[i].first.substr(0, kMaxKey)},
+                   {"value", redact_credentials(pairs[i].second).substr(0, max_value)}});
   return out;
 }
 
@@ -35,8 +38,6 @@ nlohmann::json metric_value(double value) {
   if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
   return value;
 }
-
-bool worth_retrying(long status) { return status == 0 || status == 408 || status == 429 || status >= 500; }
 
 // "mlflow-artifacts:/1/abc/artifacts" or "mlflow-artifacts://host:port/1/abc/artifacts" -> "1/abc/artifacts".
 std::string proxied_path(const std::string& artifact_uri) {
@@ -70,6 +71,8 @@ Client::Client(std::string uri, Retries retries, const std::atomic<bool>* cancel
   while (!uri_.empty() && uri_.back() == '/') uri_.pop_back();
 }
 
+std::string Client::shown_uri() const { return echo(uri_, 200); }
+
 nlohmann::json Client::exchange(const std::string& method, const std::string& url, const std::string& body,
                                 const std::string& content_type, const std::string& what) {
   HttpRequest request{method, url, body, content_type, {}, retries_.connect_timeout_ms, retries_.timeout_ms, cancel_};
@@ -79,21 +82,11 @@ nlohmann::json Client::exchange(const std::string& method, const std::string& ur
   for (;; ++attempt) {
     response = send(request);
     const bool cancelled = cancel_ && cancel_->load();
-    if (!worth_retrying(response.status) || response.timed_out || cancelled || attempt == retries_.attempts) break;
+    if (response.timed_out || !worth_retrying(response.status) || cancelled || attempt == retries_.attempts) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(pause));
     pause *= 2;
   }
-  if (!response.answered())
-    throw Unreachable(
-        fmt::format("{} {}: {} ({} attempt{})", method, what, response.error, attempt, attempt == 1 ? "" : "s"));
-  const nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
-  if (response.ok()) return answer.is_discarded() ? nlohmann::json::object() : answer;
-  const std::string reason = answer.is_object() && answer.contains("message") && answer["message"].is_string()
-                                 ? answer["message"].get<std::string>()
-                                 : echo(response.body, 200);
-  const std::string message = fmt::format("{} {}: HTTP {}: {}", method, what, response.status, reason);
-  if (worth_retrying(response.status)) throw Unreachable(message + fmt::format(" ({} attempts)", retries_.attempts));
-  throw Refused(message);
+  return read_answer(response, fmt::format("{} {} at {}", method, echo(what, 120), shown_uri()), attempt);
 }
 
 nlohmann::json Client::call(const std::string& method, const std::string& endpoint, const nlohmann::json& body) {
@@ -102,16 +95,15 @@ nlohmann::json Client::call(const std::string& method, const std::string& endpoi
 }
 
 std::string Client::experiment_id(const std::string& name) {
+  const std::string by_name = "experiments/get-by-name?experiment_name=" + url_escape(name);
   try {
-    const nlohmann::json found = call("GET", "experiments/get-by-name?experiment_name=" + url_escape(name), {});
-    return found.at("experiment").at("experiment_id").get<std::string>();
+    return text_at(call("GET", by_name, {}), {"experiment", "experiment_id"}, "GET experiments/get-by-name");
   } catch (const Refused&) {  // RESOURCE_DOES_NOT_EXIST
   }
   try {
-    return call("POST", "experiments/create", {{"name", name}}).at("experiment_id").get<std::string>();
+    return text_at(call("POST", "experiments/create", {{"name", name}}), {"experiment_id"}, "POST experiments/create");
   } catch (const Refused&) {  // another process created it in between
-    const nlohmann::json found = call("GET", "experiments/get-by-name?experiment_name=" + url_escape(name), {});
-    return found.at("experiment").at("experiment_id").get<std::string>();
+    return text_at(call("GET", by_name, {}), {"experiment", "experiment_id"}, "GET experiments/get-by-name");
   }
 }
 
@@ -121,14 +113,19 @@ RunInfo Client::create_run(const std::string& experiment_id, const std::string& 
                                {"run_name", run_name},
                                {"start_time", start_ms},
                                {"tags", key_values(tags, 0, tags.size(), kMaxTagValue)}};
-  const nlohmann::json info = call("POST", "runs/create", body).at("run").at("info");
-  return RunInfo{info.at("run_id").get<std::string>(), experiment_id, info.value("artifact_uri", std::string())};
+  const nlohmann::json answer = call("POST", "runs/create", body);
+  const std::string run_id = text_at(answer, {"run", "info", "run_id"}, "POST runs/create");
+  const nlohmann::json& info = answer["run"]["info"];
+  const nlohmann::json artifacts = info.value("artifact_uri", nlohmann::json());
+  return RunInfo{run_id, experiment_id, artifacts.is_string() ? artifacts.get<std::string>() : ""};
 }
 
 bool Client::run_exists(const std::string& run_id) {
   try {
     const nlohmann::json run = call("GET", "runs/get?run_id=" + url_escape(run_id), {});
-    return run.at("run").at("info").value("lifecycle_stage", std::string("active")) == "active";
+    text_at(run, {"run", "info", "run_id"}, "GET runs/get");
+    const nlohmann::json stage = run["run"]["info"].value("lifecycle_stage", nlohmann::json("active"));
+    return stage == "active";
   } catch (const Refused&) {
     return false;
   }

@@ -7,21 +7,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace mpt::mlflow {
+#include "tools/mlflow/answer.h"
 
-// The server did not answer, or kept failing (5xx, 429) through the retries: worth trying again later.
-struct Unreachable : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-// The server answered no (4xx) to a well-formed request: trying again will not help.
-struct Refused : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace mpt::mlflow {
 
 struct Metric {
   std::string key;
@@ -48,6 +40,8 @@ class Client {
   explicit Client(std::string uri, Retries retries = {}, const std::atomic<bool>* cancel = nullptr);
 
   const std::string& uri() const { return uri_; }
+  // The URI as it may be shown or stored: credentials masked, control bytes escaped.
+  std::string shown_uri() const;
   // The experiment's id, creating it when no experiment has that name.
   std::string experiment_id(const std::string& name);
   RunInfo create_run(const std::string& experiment_id, const std::string& run_name, int64_t start_ms,

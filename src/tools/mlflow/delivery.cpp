@@ -2,13 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
-#include <tuple>
 
 #include "common/files.h"
 #include "common/json.h"
+#include "mpt/version.h"
 #include "tools/mlflow/run_files.h"
 
 namespace mpt::mlflow {
@@ -26,9 +30,11 @@ nlohmann::json load_state(const std::string& dir) {
   return state.is_object() ? state : nlohmann::json::object();
 }
 
+// As MLflow's client names the user: USER, LOGNAME, else the account's name.
 std::string user_name() {
   for (const char* name : {"USER", "LOGNAME"})
     if (const char* value = std::getenv(name); value && *value) return value;
+  if (const passwd* account = getpwuid(getuid()); account && account->pw_name) return account->pw_name;
   return "unknown";
 }
 
@@ -37,9 +43,50 @@ KeyValues run_tags(const Target& target, const std::string& dir, const std::stri
                     {"mlflow.source.name", target.source.empty() ? "mpt" : target.source},
                     {"mlflow.user", user_name()},
                     {"mpt.dir", fs::absolute(dir).lexically_normal().string()}};
+  if (*kGitCommit) tags.emplace_back("mlflow.source.git.commit", kGitCommit);
   if (!parent.empty()) tags.emplace_back("mlflow.parentRunId", parent);
   tags.insert(tags.end(), target.tags.begin(), target.tags.end());
   return tags;
+}
+
+// The time of a JSONL file's first line (metrics and events carry "time", in seconds), or 0.
+int64_t first_time_ms(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  return time_ms(parse_json(line), 0);
+}
+
+// When a file was last written, in MLflow's milliseconds (0 when it is not there).
+int64_t written_ms(const std::string& path) {
+  std::error_code error;
+  const auto time = fs::last_write_time(path, error);
+  if (error) return 0;
+  const auto system = std::chrono::file_clock::to_sys(time);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(system.time_since_epoch()).count();
+}
+
+// When a run directory's run began: the earliest of its summary's started_at, its first metric or event, and its
+// config.yaml (written as the latest invocation starts); now when it holds none of them.
+int64_t start_ms(const std::string& dir) {
+  int64_t start = written_ms(dir + "/config.yaml");
+  for (const char* file : {"/metrics.jsonl", "/events.jsonl"})
+    if (const int64_t first = first_time_ms(dir + file); first > 0 && (start == 0 || first < start)) start = first;
+  if (fs::exists(dir + "/summary.json")) {
+    const nlohmann::json summary = parse_json(read_file(dir + "/summary.json", 16 << 20));
+    if (const int64_t started = summary.is_object() ? time_ms(summary, 0, "started_at") : 0;
+        started > 0 && (start == 0 || started < start))
+      start = started;
+  }
+  return start > 0 ? start : now_ms();
+}
+
+// The earliest start of the run directories a parent run holds (a comparison's sides, a night's jobs), else now.
+int64_t start_ms(const std::vector<std::string>& dirs) {
+  int64_t start = 0;
+  for (const auto& dir : dirs)
+    if (const int64_t first = start_ms(dir); start == 0 || first < start) start = first;
+  return start > 0 ? start : now_ms();
 }
 
 // The folder's own name, also when it was given with a trailing '/'.
@@ -48,18 +95,30 @@ std::string name_of(const std::string& dir) {
   return (path.has_filename() ? path : path.parent_path()).filename().string();
 }
 
-// Creates the directory's MLflow run, or finds the one its mlflow.json names on the same server.
+// Whether `line` of `file` went out before a resume cut it, and the resumed run wrote it again; forgets it then.
+bool sent_before_cut(nlohmann::json& resent, const std::string& file, const nlohmann::json& line) {
+  if (!resent.contains(file) || !resent[file].is_array() || resent[file].empty()) return false;
+  nlohmann::json& waiting = resent[file];
+  const auto found = std::find(waiting.begin(), waiting.end(), line_identity(line));
+  if (found == waiting.end()) return false;
+  waiting.erase(found);
+  return true;
+}
+
+// Creates the directory's MLflow run, starting at `start_ms`, or finds the one its mlflow.json names on the same
+// server.
 RunInfo open_run(Client& client, const Target& target, const std::string& dir, const std::string& parent,
-                 nlohmann::json& state) {
-  if (state.value("uri", std::string()) == client.uri() && state.contains("run_id")) {
+                 int64_t start_ms, nlohmann::json& state) {
+  if (state.value("uri", std::string()) == client.shown_uri() && state.contains("run_id") &&
+      state["run_id"].is_string()) {
     RunInfo run{state["run_id"], state.value("experiment_id", std::string()),
                 state.value("artifact_uri", std::string())};
     if (client.run_exists(run.run_id)) return run;
   }
   const std::string experiment = client.experiment_id(target.experiment);
-  const RunInfo run = client.create_run(experiment, target.run_name.empty() ? name_of(dir) : target.run_name, now_ms(),
+  const RunInfo run = client.create_run(experiment, target.run_name.empty() ? name_of(dir) : target.run_name, start_ms,
                                         run_tags(target, dir, parent));
-  state = {{"uri", client.uri()},
+  state = {{"uri", client.shown_uri()},
            {"experiment_id", run.experiment_id},
            {"run_id", run.run_id},
            {"artifact_uri", run.artifact_uri}};
@@ -79,7 +138,7 @@ RunDelivery::RunDelivery(Client& client, Target target, std::string run_dir, std
 void RunDelivery::ensure_run() {
   if (checked_) return;
   state_ = load_state(dir_);
-  run_ = open_run(client_, target_, dir_, parent_, state_);
+  run_ = open_run(client_, target_, dir_, parent_, start_ms(dir_), state_);
   checked_ = true;
   save_state();
 }
@@ -93,6 +152,7 @@ void RunDelivery::save_state() { write_file_atomically(dir_ + "/" + kStateFile, 
 
 void RunDelivery::deliver_progress() {
   ensure_run();
+  const nlohmann::json before = state_;
   KeyValues params, tags;
   if (!state_.value("params", false) && fs::exists(dir_ + "/config.yaml"))
     params = params_from_config(read_file(dir_ + "/config.yaml", 16 << 20));
@@ -102,23 +162,26 @@ void RunDelivery::deliver_progress() {
   uint64_t metrics_offset = state_.value("metrics_bytes", uint64_t{0});
   uint64_t events_offset = state_.value("events_bytes", uint64_t{0});
   std::map<std::string, int64_t> counts = state_.value("event_counts", std::map<std::string, int64_t>{});
+  nlohmann::json resent = state_.value("resent", nlohmann::json::object());
   std::vector<Metric> metrics;
   const int64_t now = now_ms();
   for (const auto& line : read_new_lines(dir_ + "/metrics.jsonl", metrics_offset))
-    for (auto& metric : metrics_from_record(line, now)) metrics.push_back(std::move(metric));
+    if (!sent_before_cut(resent, "metrics.jsonl", line))
+      for (auto& metric : metrics_from_record(line, now)) metrics.push_back(std::move(metric));
   for (const auto& event : read_new_lines(dir_ + "/events.jsonl", events_offset)) {
+    if (sent_before_cut(resent, "events.jsonl", event)) continue;
     for (auto& metric : metrics_from_event(event, counts)) metrics.push_back(std::move(metric));
     if ((event.value("kind", "") == "failed" || event.value("kind", "") == "diverged") && event.contains("reason"))
       tags.emplace_back("mpt.failure", event["reason"].is_string() ? event["reason"].get<std::string>() : "");
   }
-  if (metrics.empty() && params.empty() && tags.empty()) return;
-  client_.log_batch(run_.run_id, metrics, params, tags);
-  state_["params"] = true;
+  if (!metrics.empty() || !params.empty() || !tags.empty()) client_.log_batch(run_.run_id, metrics, params, tags);
+  state_["params"] = state_.value("params", false) || !params.empty();
   if (!parent_.empty()) state_["parent"] = parent_;
   state_["metrics_bytes"] = metrics_offset;
   state_["events_bytes"] = events_offset;
   state_["event_counts"] = counts;
-  save_state();
+  state_["resent"] = resent;
+  if (state_ != before) save_state();
 }
 
 void RunDelivery::deliver_final() {
@@ -128,13 +191,29 @@ void RunDelivery::deliver_final() {
   const auto summary_time = fs::last_write_time(summary_path);
   const std::string stamp = std::to_string(summary_time.time_since_epoch().count());
   if (state_.value("final", std::string()) == stamp) return;  // this summary has gone out already
-  const nlohmann::json summary = parse_json(read_file(summary_path, 16 << 20));
-  const SummaryEntities answers = from_summary(summary.is_object() ? summary : nlohmann::json::object(), now_ms());
+  nlohmann::json summary = parse_json(read_file(summary_path, 16 << 20));
+  if (!summary.is_object()) summary = nlohmann::json::object();
+  const int64_t ended = time_ms(summary, written_ms(summary_path), "ended_at");
+  const SummaryEntities answers = from_summary(summary, ended);
   client_.log_batch(run_.run_id, answers.metrics, {}, answers.tags);
   upload_files(client_, run_, dir_, {std::begin(kRunArtifacts), std::end(kRunArtifacts)});
-  client_.set_terminated(run_.run_id, answers.status, now_ms());
+  client_.set_terminated(run_.run_id, answers.status, ended);
   state_["final"] = stamp;
   save_state();
+}
+
+void forget_cut_lines(const std::string& run_dir, const std::string& file, uint64_t cut_begin, uint64_t cut_end) {
+  nlohmann::json state = load_state(run_dir);
+  const std::string offset_key = file == "events.jsonl" ? "events_bytes" : "metrics_bytes";
+  const uint64_t sent = state.value(offset_key, uint64_t{0});
+  if (sent <= cut_begin) return;
+  uint64_t from = cut_begin;
+  nlohmann::json& resent = state["resent"][file];
+  if (!resent.is_array()) resent = nlohmann::json::array();
+  for (const auto& line : read_new_lines(run_dir + "/" + file, from, std::min(sent, cut_end)))
+    resent.push_back(line_identity(line));  // counted once already: skipped uncounted when written again
+  state[offset_key] = cut_begin;
+  write_file_atomically(run_dir + "/" + kStateFile, state.dump(2) + "\n");
 }
 
 namespace {
@@ -158,9 +237,8 @@ std::vector<std::string> comparison_sides(const std::string& out_dir, const nloh
 
 // compare.json's answers: the ratios and gaps as metrics, each side's numbers under a/ and b/, the verdict,
 // the sides' names and any failures as tags.
-std::pair<std::vector<Metric>, KeyValues> comparison_entities(const nlohmann::json& comparison) {
+std::pair<std::vector<Metric>, KeyValues> comparison_entities(const nlohmann::json& comparison, int64_t now) {
   std::vector<Metric> metrics;
-  const int64_t now = now_ms();
   for (const char* key : {"accuracy_gap", "relative_accuracy_gap", "accuracy_noise", "speedup", "step_time_ratio",
                           "memory_ratio", "convergence_target_loss", "a", "b"})
     if (comparison.contains(key)) add_numbers(key, comparison[key], 0, now, metrics);
@@ -181,21 +259,23 @@ void deliver_comparison(Client& client, const Target& target, const std::string&
   const nlohmann::json comparison = parse_json(read_file(out_dir + "/compare.json", 64 << 20));
   if (!comparison.is_object()) throw Refused(out_dir + "/compare.json: not a comparison");
   nlohmann::json state = load_state(out_dir);
-  const RunInfo parent = open_run(client, target, out_dir, parent_run_id, state);
+  const std::vector<std::string> sides = comparison_sides(out_dir, comparison);
+  const RunInfo parent = open_run(client, target, out_dir, parent_run_id, start_ms(sides), state);
   write_file_atomically(out_dir + "/" + kStateFile, state.dump(2) + "\n");
-  for (const auto& side : comparison_sides(out_dir, comparison)) {
+  const int64_t ended = written_ms(out_dir + "/compare.json");
+  for (const auto& side : sides) {
     Target child = target;
     child.run_name = "";
     RunDelivery(client, child, side, parent.run_id).deliver_final();
   }
-  auto [metrics, tags] = comparison_entities(comparison);
+  auto [metrics, tags] = comparison_entities(comparison, ended);
   if (!parent_run_id.empty()) tags.emplace_back("mlflow.parentRunId", parent_run_id);
   client.log_batch(parent.run_id, metrics, {}, tags);
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(out_dir))
     if (entry.is_regular_file() && entry.path().filename() != kStateFile) files.push_back(entry.path().filename());
   upload_files(client, parent, out_dir, files);
-  client.set_terminated(parent.run_id, comparison.value("verdict", "") == "PASS" ? "FINISHED" : "FAILED", now_ms());
+  client.set_terminated(parent.run_id, comparison.value("verdict", "") == "PASS" ? "FINISHED" : "FAILED", ended);
 }
 
 void deliver_night(Client& client, const Target& target, const std::string& night_dir) {
@@ -206,12 +286,15 @@ void deliver_night(Client& client, const Target& target, const std::string& nigh
   Target night = target;
   if (night.run_name.empty())
     night.run_name = summary.value("suite", std::string("nightly")) + " " + summary.value("night", name_of(night_dir));
-  const RunInfo parent = open_run(client, night, night_dir, "", state);
+  std::vector<std::string> job_dirs;
+  for (const auto& job : summary["jobs"])
+    if (job.is_object() && job.value("run_dir", nlohmann::json()).is_string()) job_dirs.push_back(job["run_dir"]);
+  const RunInfo parent = open_run(client, night, night_dir, "", start_ms(job_dirs), state);
   write_file_atomically(night_dir + "/" + kStateFile, state.dump(2) + "\n");
 
   std::vector<Metric> metrics;
   KeyValues tags = {{"mpt.status", summary.value("status", std::string("?"))}};
-  const int64_t now = now_ms();
+  const int64_t now = written_ms(night_dir + "/summary.json");
   for (const auto& job : summary["jobs"]) {
     const std::string name = job.value("job", std::string("job"));
     if (job.contains("metrics")) add_numbers(name, job["metrics"], 0, now, metrics);
@@ -233,110 +316,16 @@ void deliver_night(Client& client, const Target& target, const std::string& nigh
   client.log_batch(parent.run_id, metrics, {}, tags);
   upload_files(client, parent, night_dir, {"summary.json", "summary.md", "night.json"});
   const bool good = summary.value("failed", 0) == 0 && regressions.empty();
-  client.set_terminated(parent.run_id, good ? "FINISHED" : "FAILED", now_ms());
+  client.set_terminated(parent.run_id, good ? "FINISHED" : "FAILED", now);
 }
 
-namespace {
-
-// One delivery of `dir` by its kind: "comparison", "night", or a run directory.
-void deliver(Client& client, const Target& target, const std::string& dir, const std::string& kind) {
+void deliver_directory(Client& client, const Target& target, const std::string& dir, const std::string& kind) {
   if (kind == "comparison")
     deliver_comparison(client, target, dir);
   else if (kind == "night")
     deliver_night(client, target, dir);
   else
     RunDelivery(client, target, dir).deliver_final();
-}
-
-}  // namespace
-
-void deliver_spooled(const std::string& spool_dir, const std::function<void(const std::string&)>& info,
-                     const std::function<void(const std::string&)>& warn) {
-  if (const int delivered = flush_spool(spool_dir, warn); delivered > 0)
-    info(fmt::format("mlflow: delivered {} spooled director{} from {}", delivered, delivered == 1 ? "y" : "ies",
-                     spool_dir));
-}
-
-void deliver_or_spool(const Target& target, const std::string& dir, const std::string& kind,
-                      const std::function<void(const std::string&)>& say) {
-  try {
-    deliver_spooled(target.spool, say, say);
-    Client client(target.uri);
-    deliver(client, target, dir, kind);
-    say(fmt::format("mlflow: {} tracked at {} (experiment '{}')", dir, target.uri, target.experiment));
-  } catch (const Unreachable& e) {
-    try {
-      spool(target, dir, kind);
-      say(fmt::format("mlflow: {} is not answering ({}); {} waits in {} for the next tracked mpt command", target.uri,
-                      e.what(), dir, target.spool));
-    } catch (const std::exception& spool_error) {
-      say(fmt::format("mlflow: {} is not answering ({}), and the spool failed too: {}", target.uri, e.what(),
-                      spool_error.what()));
-    }
-  } catch (const std::exception& e) {
-    say(fmt::format("mlflow: {} refused {}: {}", target.uri, dir, e.what()));
-  }
-}
-
-void spool(const Target& target, const std::string& dir, const std::string& kind) {
-  const std::string absolute = fs::absolute(dir).lexically_normal().string();
-  fs::create_directories(target.spool);
-  nlohmann::json tags = nlohmann::json::array();
-  for (const auto& [key, value] : target.tags) tags.push_back({key, value});
-  const nlohmann::json entry = {{"kind", kind},
-                                {"dir", absolute},
-                                {"uri", target.uri},
-                                {"experiment", target.experiment},
-                                {"run_name", target.run_name},
-                                {"tags", tags},
-                                {"source", target.source},
-                                {"spooled_at_ms", now_ms()}};
-  const std::string name = fmt::format("{:016x}.json", std::hash<std::string>{}(absolute + "\n" + target.uri));
-  write_file_atomically(target.spool + "/" + name, entry.dump(2) + "\n");
-}
-
-int flush_spool(const std::string& spool_dir, const std::function<void(const std::string&)>& warn) {
-  if (!fs::is_directory(spool_dir)) return 0;
-  struct Entry {
-    int64_t spooled_at_ms;
-    fs::path path;
-    nlohmann::json fields;
-    bool operator<(const Entry& other) const {
-      return std::tie(spooled_at_ms, path) < std::tie(other.spooled_at_ms, other.path);
-    }
-  };
-  std::vector<Entry> entries;
-  for (const auto& file : fs::directory_iterator(spool_dir)) {
-    if (file.path().extension() != ".json") continue;
-    nlohmann::json fields = parse_json(read_file(file.path().string(), 1 << 20));
-    if (!fields.is_object()) fields = nlohmann::json::object();
-    entries.push_back({fields.value("spooled_at_ms", int64_t{0}), file.path(), std::move(fields)});
-  }
-  std::sort(entries.begin(), entries.end());
-  int delivered = 0;
-  for (const auto& [when, path, entry] : entries) {
-    const std::string dir = entry.value("dir", std::string());
-    if (dir.empty() || !fs::is_directory(dir)) {
-      warn(fmt::format("mlflow spool: {} names {}, which is gone; dropped", path.string(),
-                       dir.empty() ? "nothing" : dir));
-      fs::remove(path);
-      continue;
-    }
-    Target target{entry.value("uri", ""),   entry.value("experiment", ""), entry.value("run_name", ""), {}, spool_dir,
-                  entry.value("source", "")};
-    for (const auto& tag : entry.value("tags", nlohmann::json::array())) target.tags.emplace_back(tag[0], tag[1]);
-    Client client(target.uri);
-    try {
-      deliver(client, target, dir, entry.value("kind", ""));
-      ++delivered;
-    } catch (const Unreachable&) {
-      return delivered;  // still down: the rest waits too
-    } catch (const std::exception& e) {
-      warn(fmt::format("mlflow spool: {} refused by {}: {}; dropped", dir, target.uri, e.what()));
-    }
-    fs::remove(path);
-  }
-  return delivered;
 }
 
 }  // namespace mpt::mlflow

@@ -1,9 +1,11 @@
 // Delivering a directory to an MLflow server, in as many sittings as it takes: a training run directory (params,
-// metrics and events as they grow, then the summary, the key files as artifacts and the final status) or an A/B
-// comparison (a parent run holding the verdict and report, its two sides as child runs). What has gone out is
-// kept in the directory's mlflow.json, so a resumed run continues its MLflow run and nothing is sent twice.
+// metrics and events as they grow, each at the time it was written, then the summary, the key files as artifacts
+// and the final status) or an A/B comparison (a parent run holding the verdict and report, its two sides as child
+// runs). What has gone out is kept in the directory's mlflow.json, so a resumed run continues its MLflow run and
+// nothing is sent twice. Credentials never leave in a tag, a param or mlflow.json (common/uri.h).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -57,19 +59,12 @@ void deliver_comparison(Client& client, const Target& target, const std::string&
 // comparison with its own sides below it).
 void deliver_night(Client& client, const Target& target, const std::string& night_dir);
 
-// flush_spool, then one line to `info` counting what went out.
-void deliver_spooled(const std::string& spool_dir, const std::function<void(const std::string&)>& info,
-                     const std::function<void(const std::string&)>& warn);
+// One delivery of `dir` by its kind: "comparison", "night", or "run" (a run directory).
+void deliver_directory(Client& client, const Target& target, const std::string& dir, const std::string& kind);
 
-// For a command that ends with something to track ("run", "comparison" or "night"): the spool first, then `dir`; when
-// the server does not answer, `dir` is spooled. Never throws; `say` hears one line of what happened.
-void deliver_or_spool(const Target& target, const std::string& dir, const std::string& kind,
-                      const std::function<void(const std::string&)>& say);
-
-// Records `dir` (kind "run", "comparison" or "night") for a later delivery.
-void spool(const Target& target, const std::string& dir, const std::string& kind);
-// Delivers what the spool holds, oldest first; stops at the first server that does not answer. Returns the
-// directories delivered; `warn` hears of each one dropped (its folder gone, or refused by the server).
-int flush_spool(const std::string& spool_dir, const std::function<void(const std::string&)>& warn);
+// A resume is about to cut the bytes [cut_begin, cut_end) out of `file` ("metrics.jsonl" or "events.jsonl") of
+// `run_dir`: the lines among them already sent are remembered (by kind, step and tensor), so that when the
+// resumed run writes them again they are neither sent nor counted twice.
+void forget_cut_lines(const std::string& run_dir, const std::string& file, uint64_t cut_begin, uint64_t cut_end);
 
 }  // namespace mpt::mlflow

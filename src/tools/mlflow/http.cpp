@@ -5,8 +5,11 @@
 #endif
 
 #include <cctype>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+
+#include "common/uri.h"
 
 namespace mpt::mlflow {
 
@@ -48,21 +51,33 @@ int check_cancel(void* cancel, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return static_cast<const std::atomic<bool>*>(cancel)->load() ? 1 : 0;
 }
 
+struct Body {
+  std::string text;
+  bool too_long = false;
+};
+
 size_t append_body(char* data, size_t size, size_t count, void* target) {
-  static_cast<std::string*>(target)->append(data, size * count);
+  Body& body = *static_cast<Body*>(target);
+  if (body.text.size() + size * count > kMaxAnswerBytes) {
+    body.too_long = true;
+    return 0;  // libcurl stops the transfer
+  }
+  body.text.append(data, size * count);
   return size * count;
 }
 
-// MLflow's clients read credentials and TLS settings from these variables; so does mpt.
-void apply_environment(CURL* curl, curl_slist*& headers) {
+// MLflow's clients read credentials and TLS settings from these variables, else from the URI's user:password@;
+// so does mpt.
+void apply_credentials(CURL* curl, curl_slist*& headers, const UriCredentials& from_uri) {
   if (const char* token = std::getenv("MLFLOW_TRACKING_TOKEN"); token && *token)
     headers = curl_slist_append(headers, (std::string("Authorization: Bearer ") + token).c_str());
   const char* user = std::getenv("MLFLOW_TRACKING_USERNAME");
   const char* password = std::getenv("MLFLOW_TRACKING_PASSWORD");
-  if (user && *user) {
+  if ((user && *user) || from_uri.present) {
+    const bool environment = user && *user;
     curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-    curl_easy_setopt(curl, CURLOPT_USERNAME, user);
-    curl_easy_setopt(curl, CURLOPT_PASSWORD, password ? password : "");
+    curl_easy_setopt(curl, CURLOPT_USERNAME, environment ? user : from_uri.user.c_str());
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, environment ? (password ? password : "") : from_uri.password.c_str());
   }
   if (const char* insecure = std::getenv("MLFLOW_TRACKING_INSECURE_TLS"); insecure && std::string(insecure) == "true") {
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
@@ -83,14 +98,16 @@ HttpResponse send(const HttpRequest& request) {
   headers = curl_slist_append(headers, ("Content-Type: " + request.content_type).c_str());
   for (const auto& header : request.headers) headers = curl_slist_append(headers, header.c_str());
   CURL* c = curl.get();
-  apply_environment(c, headers);
-  curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
+  const UriCredentials target = split_credentials(request.url);
+  apply_credentials(c, headers, target);
+  curl_easy_setopt(c, CURLOPT_URL, target.url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: safe beside the training threads
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, request.connect_timeout_ms);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, request.timeout_ms);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  Body body;
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
   if (request.cancel) {
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, check_cancel);
@@ -103,6 +120,10 @@ HttpResponse send(const HttpRequest& request) {
   }
   const CURLcode code = curl_easy_perform(c);
   curl_slist_free_all(headers);
+  if (body.too_long)
+    return HttpResponse{0, "", "the answer ran past " + std::to_string(kMaxAnswerBytes >> 20) + " MiB (not MLflow's)",
+                        true};
+  response.body = std::move(body.text);
   if (code != CURLE_OK) {
     const bool cancelled = code == CURLE_ABORTED_BY_CALLBACK;
     return HttpResponse{0, "", cancelled ? "cancelled at the end of the run" : curl_easy_strerror(code),

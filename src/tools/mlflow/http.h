@@ -3,14 +3,18 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace mpt::mlflow {
 
+// The most of an answer mpt reads: MLflow's answers to its requests are a few kilobytes.
+inline constexpr size_t kMaxAnswerBytes = size_t{4} << 20;
+
 struct HttpRequest {
   std::string method = "GET";  // GET, POST, PUT
-  std::string url;
+  std::string url;             // may hold user:password@, sent as basic credentials (MLFLOW_TRACKING_USERNAME wins)
   std::string body;
   std::string content_type = "application/json";
   std::vector<std::string> headers;  // "Name: value"
@@ -22,12 +26,15 @@ struct HttpRequest {
 struct HttpResponse {
   long status = 0;  // 0 when no answer came
   std::string body;
-  std::string error;       // the transport's reason when no answer came
-  bool timed_out = false;  // the server took the connection and did not answer in time (or the run ended)
+  std::string error;  // the transport's reason when no answer came
+  // Not worth another attempt: the server took the connection and did not answer in time, the run ended, or the
+  // answer ran past kMaxAnswerBytes.
+  bool timed_out = false;
   bool answered() const { return error.empty(); }
   bool ok() const { return answered() && status >= 200 && status < 300; }
 };
 
+// Sends `request`; an answer longer than kMaxAnswerBytes is cut off and reported as no answer.
 HttpResponse send(const HttpRequest& request);
 
 // Whether this build has libcurl; without it every request fails, so tracking is refused up front.

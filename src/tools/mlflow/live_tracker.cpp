@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/echo.h"
+
 namespace mpt::mlflow {
 
 LiveTracker::LiveTracker(Target target, std::string run_dir, Say info, Say warn, std::chrono::milliseconds interval)
@@ -44,14 +46,14 @@ bool LiveTracker::attempt(const std::function<void()>& delivery) {
       warn_(
           fmt::format("mlflow: {} is not answering ({}); training goes on, and this run waits in {} for the next "
                       "tracked mpt command to deliver it",
-                      target_.uri, e.what(), target_.spool));
+                      client_.shown_uri(), e.what(), target_.spool));
     } catch (const std::exception& spool_error) {
-      warn_(fmt::format("mlflow: {} is not answering ({}), and the spool failed too: {}", target_.uri, e.what(),
+      warn_(fmt::format("mlflow: {} is not answering ({}), and the spool failed too: {}", client_.shown_uri(), e.what(),
                         spool_error.what()));
     }
   } catch (const std::exception& e) {
     given_up_ = true;
-    warn_(fmt::format("mlflow: {} refused this run ({}); it is not tracked further", target_.uri, e.what()));
+    warn_(fmt::format("mlflow: {} refused this run ({}); it is not tracked further", client_.shown_uri(), e.what()));
   }
   return false;
 }
@@ -63,8 +65,8 @@ void LiveTracker::loop() {
     warn_(fmt::format("mlflow spool {}: {}", target_.spool, e.what()));
   }
   if (attempt([this] { delivery_.deliver_progress(); }))
-    info_(fmt::format("mlflow: tracking to {} as run {} of experiment '{}'", target_.uri, delivery_.run().run_id,
-                      target_.experiment));
+    info_(fmt::format("mlflow: tracking to {} as run {} of experiment '{}'", client_.shown_uri(),
+                      delivery_.run().run_id, echo(target_.experiment)));
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_ && !given_up_) {
     wake_.wait_for(lock, interval_, [this] { return stopping_; });

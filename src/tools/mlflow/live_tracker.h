@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "tools/mlflow/delivery.h"
+#include "tools/mlflow/spool.h"
 
 namespace mpt::mlflow {
 

@@ -2,10 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 
 #include "common/json.h"
+#include "config/yaml_text.h"
 
 namespace mpt::mlflow {
 namespace {
@@ -34,7 +36,7 @@ bool skipped_key(const std::string& key) { return key == "step" || key == "kind"
 
 KeyValues params_from_config(const std::string& yaml_text) {
   KeyValues params;
-  add_params("", YAML::Load(yaml_text), params);
+  add_params("", config::parse_yaml(yaml_text, "config.yaml"), params);
   return params;
 }
 
@@ -53,12 +55,18 @@ void add_numbers(const std::string& prefix, const nlohmann::json& value, int64_t
   }
 }
 
+int64_t time_ms(const nlohmann::json& record, int64_t fallback, const char* key) {
+  if (!record.is_object() || !record.contains(key) || !record[key].is_number()) return fallback;
+  const double seconds = record[key].get<double>();
+  return seconds > 0 && seconds < 1e11 ? static_cast<int64_t>(seconds * 1000.0) : fallback;
+}
+
 std::vector<Metric> metrics_from_record(const nlohmann::json& line, int64_t timestamp_ms) {
   std::vector<Metric> out;
   if (!line.is_object() || !line.contains("step") || !line["step"].is_number_integer()) return out;
   const std::string kind = line.value("kind", std::string("train"));
   const nlohmann::json& values = kind == "eval" && line.contains("eval") ? line["eval"] : line;
-  add_numbers(kind, values, line["step"].get<int64_t>(), timestamp_ms, out);
+  add_numbers(kind, values, line["step"].get<int64_t>(), time_ms(line, timestamp_ms), out);
   return out;
 }
 
@@ -67,9 +75,7 @@ std::vector<Metric> metrics_from_event(const nlohmann::json& event, std::map<std
   if (!event.is_object() || !event.contains("kind") || !event["kind"].is_string()) return out;
   const std::string kind = event["kind"];
   const int64_t step = event.contains("step") && event["step"].is_number_integer() ? event["step"].get<int64_t>() : 0;
-  const int64_t time = event.contains("time") && event["time"].is_number()
-                           ? static_cast<int64_t>(event["time"].get<double>() * 1000.0)
-                           : now_ms();
+  const int64_t time = time_ms(event, now_ms());
   auto number = [&](const char* key) { return event.contains(key) && event[key].is_number(); };
   if ((kind == "backoff" || kind == "growth") && number("new_scale"))
     out.push_back({"loss_scale/" + kind, event["new_scale"].get<double>(), time, step});
@@ -81,6 +87,12 @@ std::vector<Metric> metrics_from_event(const nlohmann::json& event, std::map<std
   }
   out.push_back({"events/" + kind, static_cast<double>(++counts[kind]), time, step});
   return out;
+}
+
+nlohmann::json line_identity(const nlohmann::json& line) {
+  if (!line.is_object()) return nlohmann::json::array();
+  return {line.value("kind", nlohmann::json("train")), line.value("step", nlohmann::json(-1)),
+          line.value("tensor", nlohmann::json(""))};
 }
 
 SummaryEntities from_summary(const nlohmann::json& summary, int64_t timestamp_ms) {
@@ -101,12 +113,12 @@ SummaryEntities from_summary(const nlohmann::json& summary, int64_t timestamp_ms
   return out;
 }
 
-std::vector<nlohmann::json> read_new_lines(const std::string& path, uint64_t& offset) {
+std::vector<nlohmann::json> read_new_lines(const std::string& path, uint64_t& offset, uint64_t end) {
   std::vector<nlohmann::json> lines;
   std::ifstream in(path, std::ios::binary);
   if (!in) return lines;
   in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  const uint64_t size = std::min(static_cast<uint64_t>(in.tellg()), end);
   if (size < offset) offset = size;  // the file was cut back (a torn line removed): what was sent stands
   in.seekg(static_cast<std::streamoff>(offset));
   std::string text(size - offset, '\0');
