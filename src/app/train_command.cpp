@@ -102,7 +102,6 @@ int finish_run(const train::TrainResult& result, train::RunContext context, cons
                     memory.bytes(MemoryPhase::kCheckpoint), memory.process_bytes()};
   const nlohmann::json summary = train::make_summary(result, context);
   spdlog::logger& logger = *dir.logger();
-  if (!result.ranks_agree) logger.error("ranks disagree at the end of training: {}", result.ranks_disagreement);
   const int code = result.status == "completed" && result.ranks_agree ? kExitOk : kExitRunFailed;
   if (!main_rank) return code;
   write_file_atomically(dir.dir() + "/summary.json", summary.dump(2) + "\n");
@@ -130,11 +129,16 @@ std::string command_line(const TrainOptions& options) {
   return line;
 }
 
+double seconds_since_epoch() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
 int run_train(const TrainOptions& options) {
   if (options.nproc > 1) return launch_ranks(options);
   const auto started = std::chrono::steady_clock::now();
+  const double started_at = seconds_since_epoch();
   const config::Spec spec = run::load_resolved_spec(options.spec_path, options.overrides);
   run::ExperimentConfig c = run::read_sections(spec);
   const std::optional<mlflow::Target> tracking = run::mlflow_target(c.mlflow, command_line(options));
@@ -161,7 +165,7 @@ int run_train(const TrainOptions& options) {
   if (group.distributed()) logger.info("update path: {}", step.update_path().name());
   train::MetricsWindow metrics(c.train, dir.sinks(), group, machine.device);
   train::Evaluator evaluator(c.train, data.test, machine.device, group, &memory);
-  train::Checkpointer checkpointer(c.checkpoint, dir.checkpoints(), dir.events(), &memory);
+  train::Checkpointer checkpointer(c.checkpoint, dir.checkpoints(), dir.events(), &memory, &metrics);
   run::resume_from_plan(checkpointer, step, dir.plan(), dir.events());
   if (step.state().step >= c.train.total_steps && std::filesystem::exists(dir.dir() + "/summary.json")) {
     // Re-running a finished spec must not replace its summary with an empty one: report and keep it.
@@ -172,21 +176,25 @@ int run_train(const TrainOptions& options) {
     return kExitOk;
   }
 
+  dir.rewind_logs(step.state().step);
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
   dir.keep();
   const std::unique_ptr<mlflow::LiveTracker> tracker = start_tracking(tracking, dir, group.is_main());
   train::RunContext context = run::run_context(c, machine, stack, group);
+  context.started_at = started_at;
   train::TrainResult result;
   try {
     result =
         train::Trainer(c.train, step, {metrics, evaluator, checkpointer, dir.sinks()}, group).run(g_stop_requested);
   } catch (const std::exception& e) {
+    context.ended_at = seconds_since_epoch();
     run::record_failure(dir.dir(), group.rank(), step.state().step, e, context, dir.events(), dir.logger());
     if (tracker) tracker->finish();
     throw;
   }
   context.wall_time_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  context.ended_at = seconds_since_epoch();
   const int code = finish_run(result, context, memory, dir, group.is_main());
   if (tracker) tracker->finish();
   return code;

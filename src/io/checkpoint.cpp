@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "io/checkpoint_content.h"
 #include "io/torch_pickle.h"
 
 namespace mpt::io {
@@ -22,6 +23,7 @@ constexpr char kMagic[8] = {'M', 'P', 'T', 'C', 'K', 'P', 'T', '\n'};
 constexpr char kTrailer[8] = {'M', 'P', 'T', 'D', 'O', 'N', 'E', '\n'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 24;
+constexpr const char* kLoggingPrefix = "logging.";
 
 template <typename T>
 void put(std::string& out, T value) {
@@ -87,6 +89,11 @@ TrainingState read_state(torch::serialize::InputArchive& archive) {
                   read_double(archive, "scaler.lowest_scale"), read_int(archive, "scaler.hysteresis_left"),
                   read_int(archive, "scaler.overflows_at_min")};
   archive.read("rng.cpu", state.rng_state);
+  for (const std::string& key : archive.keys()) {
+    torch::Tensor tensor;
+    if (key.rfind(kLoggingPrefix, 0) == 0 && archive.try_read(key, tensor))
+      state.logging.insert(key.substr(std::string(kLoggingPrefix).size()), tensor);
+  }
   return state;
 }
 
@@ -139,6 +146,7 @@ void save_checkpoint(const std::string& path, const ModelTensors& model, torch::
   archive.write("scaler.hysteresis_left", state.scaler.hysteresis_left);
   archive.write("scaler.overflows_at_min", state.scaler.overflows_at_min);
   archive.write("rng.cpu", state.rng_state);
+  for (const auto& item : state.logging) archive.write(kLoggingPrefix + item.key(), item.value().detach().cpu());
 
   std::ostringstream payload_stream;
   archive.save_to(payload_stream);
@@ -207,15 +215,17 @@ TrainingState load_checkpoint(const std::string& path, const ModelTensors& model
     for (const auto& item : model.parameters) read(item.key(), item.value(), false);
     for (const auto& item : model.buffers) read(item.key(), item.value(), true);
     state = read_state(archive);
-    if (std::string problem = check_state(state); !problem.empty()) throw RejectedCheckpoint(path, problem);
-    if (check)
-      if (std::string problem = check(saved); !problem.empty()) throw RejectedCheckpoint(path, problem);
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    // The recipe's own check first: it says more of its state than "non-finite" does.
+    for (const std::string& problem :
+         {check_state(state), check ? check(saved) : std::string(), nonfinite_tensor(saved),
+          optimizer_state_problem(optimizer_archive, model.parameters.keys())})
+      if (!problem.empty()) throw RejectedCheckpoint(path, problem);
 
     torch::NoGradGuard no_grad;
     for (const auto& item : model.parameters) item.value().copy_(saved[item.key()]);
     for (const auto& item : model.buffers) item.value().copy_(saved[item.key()]);
-    torch::serialize::InputArchive optimizer_archive;
-    archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
   } catch (const c10::Error& e) {
     throw Error(path + ": unreadable checkpoint payload: " + e.what_without_backtrace());

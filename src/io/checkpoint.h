@@ -17,6 +17,8 @@
 
 namespace mpt::io {
 
+using NamedTensors = torch::OrderedDict<std::string, torch::Tensor>;
+
 struct TrainingState {
   int64_t step = 0;           // optimizer steps attempted (applied + skipped)
   int64_t applied_steps = 0;  // the LR schedule's clock
@@ -24,6 +26,10 @@ struct TrainingState {
   data::DataPosition data;
   precision::LossScaleState scaler;
   torch::Tensor rng_state;  // torch's default CPU generator (dropout, init)
+  // What logged values depend on beyond training (the metrics window's sums, a GEMM format's last reported scales),
+  // so that a resumed run logs what the uninterrupted one would have. A checkpoint without it resumes with fresh
+  // windows.
+  NamedTensors logging;
 };
 
 // The weights a checkpoint holds: FP32 parameters (the masters under master_weights) and the model's buffers.
@@ -37,8 +43,9 @@ ModelTensors tensors_of(torch::nn::Module& model);
 void save_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer,
                      const TrainingState& state);
 
-// A checkpoint whose container verifies but whose content cannot be trusted (a non-finite loss scale, FP8 scales
-// out of range): refused before anything was loaded, so an older checkpoint can be tried instead.
+// A checkpoint whose container verifies but whose content cannot be trusted (non-finite weights or optimizer state, a
+// non-finite loss scale, FP8 scales out of range): refused before anything was loaded, so an older checkpoint can
+// be tried instead.
 class RejectedCheckpoint : public Error {
  public:
   RejectedCheckpoint(const std::string& path, std::string why) : Error(path + ": " + why), why_(std::move(why)) {}
@@ -53,8 +60,8 @@ class RejectedCheckpoint : public Error {
 using ContentCheck = std::function<std::string(const torch::OrderedDict<std::string, torch::Tensor>& saved)>;
 
 // Loads into `model`'s tensors (names and shapes must match) and `optimizer`; throws mpt::Error naming the
-// file, and the byte offset or tensor that is wrong, and RejectedCheckpoint when the loss-scale state or `check`
-// refuses the content (nothing is loaded then).
+// file, and the byte offset or tensor that is wrong, and RejectedCheckpoint when a weight, buffer or optimizer
+// tensor is not finite, the loss-scale state is out of range or `check` refuses the content (nothing is loaded then).
 TrainingState load_checkpoint(const std::string& path, const ModelTensors& model, torch::optim::Optimizer& optimizer,
                               const ContentCheck& check = nullptr);
 

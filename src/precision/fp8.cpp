@@ -192,6 +192,28 @@ GemmReport Fp8Gemms::report() {
   return report;
 }
 
+NamedTensors Fp8Gemms::report_state() const {
+  std::vector<int64_t> saturated;
+  for (const auto& layer : layers_)
+    for (const auto& [role, scale] : roles(*layer)) saturated.push_back(scale->saturated.item<int64_t>());
+  NamedTensors state;
+  state.insert("fp8.reported", torch::tensor(reported_, torch::kDouble));
+  state.insert("fp8.saturated", torch::tensor(saturated, torch::kLong));
+  return state;
+}
+
+void Fp8Gemms::restore_report_state(const NamedTensors& saved) {
+  const torch::Tensor* reported = saved.find("fp8.reported");
+  const torch::Tensor* saturated = saved.find("fp8.saturated");
+  const auto count = static_cast<int64_t>(reported_.size());
+  if (!reported || !saturated || reported->numel() != count || saturated->numel() != count) return;
+  const torch::Tensor values = reported->to(torch::kDouble).contiguous(), counts = saturated->to(torch::kLong);
+  for (int64_t i = 0; i < count; ++i) reported_[static_cast<size_t>(i)] = values[i].item<double>();
+  int64_t i = 0;
+  for (auto& layer : layers_)
+    for (const auto& [role, scale] : roles(*layer)) scale->saturated.fill_(counts[i++].item<int64_t>());
+}
+
 namespace {
 
 // y = x W^T + b with x and W cast to E4M3; backward casts the output gradient to E5M2. Saves the FP8 operands

@@ -77,6 +77,8 @@ class Fp8Gemms : public LowPrecisionGemms {
   void after_step(const AgreeMax& agree_max) override;
   // Scales that moved by more than 2x since the last report or saturated, and each role's range (syncs).
   GemmReport report() override;
+  NamedTensors report_state() const override;
+  void restore_report_state(const NamedTensors& saved) override;
 
   // The layer whose weight is `weight`, or null.
   Fp8Layer* layer_for(const torch::Tensor& weight);

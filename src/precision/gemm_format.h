@@ -55,6 +55,10 @@ class LowPrecisionGemms {
   virtual void after_step(const AgreeMax& /*agree_max*/) {}
   // At a log point (may read the device).
   virtual GemmReport report() { return {}; }
+  // What report() compares against (the scales last reported, the saturations since), so that a resumed run
+  // reports what the uninterrupted one would have; restore ignores a state of another shape.
+  virtual NamedTensors report_state() const { return NamedTensors(); }
+  virtual void restore_report_state(const NamedTensors& /*saved*/) {}
 };
 
 // The module policy's route from a projection to its GEMM: the format's when one is attached and takes the

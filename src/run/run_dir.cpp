@@ -6,9 +6,11 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/json.h"
 #include "config/load.h"
 #include "config/schema.h"
 #include "io/checkpoint.h"
+#include "tools/mlflow/delivery.h"
 
 namespace mpt::run {
 namespace {
@@ -27,6 +29,26 @@ std::vector<std::string> spec_differences(const std::string& config_path, const 
       differences.push_back(d.key + " (" + d.a_value + " there, " + d.b_value + " now)");
   }
   return differences;
+}
+
+// Where the first record (up to byte `end`) with a step past `step` begins, or `end`.
+uint64_t first_record_past(const std::string& text, uint64_t end, int64_t step) {
+  for (uint64_t begin = 0; begin < end;) {
+    const uint64_t stop = std::min<uint64_t>(text.find('\n', begin), end);
+    const nlohmann::json record =
+        parse_json(text.begin() + static_cast<std::ptrdiff_t>(begin), text.begin() + static_cast<std::ptrdiff_t>(stop));
+    if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
+        record["step"].get<int64_t>() > step)
+      return begin;
+    begin = stop + 1;
+  }
+  return end;
+}
+
+uint64_t size_of(const std::string& path) {
+  std::error_code error;
+  const uintmax_t size = fs::file_size(path, error);
+  return error ? 0 : size;
 }
 
 }  // namespace
@@ -101,6 +123,7 @@ RunDirectory::RunDirectory(const std::string& dir, const std::string& resume, co
     for (const char* name : {"/metrics.jsonl", "/events.jsonl"})
       if (const int64_t cut = cut_torn_tail(dir_ + name)) torn.emplace_back(dir_ + name, cut);
   }
+  metrics_bytes_ = size_of(dir_ + "/metrics.jsonl"), events_bytes_ = size_of(dir_ + "/events.jsonl");
   const std::string at = main_rank ? dir_ : "";
   logger_ = io::make_logger(main_rank ? dir_ + "/train.log" : "");
   if (!main_rank) logger_->set_level(spdlog::level::err);  // rank 0 reports; the others only their errors
@@ -111,6 +134,26 @@ RunDirectory::RunDirectory(const std::string& dir, const std::string& resume, co
   tensorboard_ = std::make_unique<io::TensorBoardWriter>(at);  // a new file per invocation: TensorBoard merges them
   progress_ = std::make_unique<io::Progress>(main_rank && live_progress);
   if (main_rank) checkpoints_.emplace(dir_ + "/checkpoints", spec.get_int("checkpoint.keep_last"));
+}
+
+void RunDirectory::rewind_logs(int64_t step) {
+  if (!lock_) return;  // rank 0 alone writes the directory
+  int64_t records = 0;
+  for (auto [writer, opened] :
+       {std::pair{metrics_.get(), metrics_bytes_}, std::pair{&events_->jsonl(), events_bytes_}}) {
+    const std::string text = read_file(writer->path());
+    const uint64_t begin = first_record_past(text, std::min<uint64_t>(opened, text.size()), step);
+    if (begin >= opened) continue;
+    records += std::count(text.begin() + static_cast<std::ptrdiff_t>(begin),
+                          text.begin() + static_cast<std::ptrdiff_t>(opened), '\n');
+    mlflow::forget_cut_lines(dir_, fs::path(writer->path()).filename().string(), begin, opened);
+    writer->cut(begin, opened);
+  }
+  if (records > 0)
+    logger_->info(
+        "resuming at step {}: cut the {} records past it from metrics.jsonl and events.jsonl (training "
+        "writes them again)",
+        step, records);
 }
 
 RunDirectory::~RunDirectory() {

@@ -61,6 +61,10 @@ class RunDirectory {
   train::RunSinks sinks() { return {*metrics_, *events_, logger_, *progress_, *tensorboard_}; }
   io::CheckpointStore* checkpoints() { return checkpoints_ ? &*checkpoints_ : nullptr; }
   void keep() { made_ = false; }
+  // Training goes on from `step` (the checkpoint resumed from, or 0): the records earlier invocations wrote past it
+  // are cut from metrics.jsonl and events.jsonl, as TensorBoard purges them, since training writes them again;
+  // what of them MLflow already holds is noted so it is not sent twice.
+  void rewind_logs(int64_t step);
 
  private:
   std::string dir_;
@@ -73,6 +77,7 @@ class RunDirectory {
   std::unique_ptr<io::TensorBoardWriter> tensorboard_;
   std::unique_ptr<io::Progress> progress_;
   std::optional<io::CheckpointStore> checkpoints_;
+  uint64_t metrics_bytes_ = 0, events_bytes_ = 0;  // what earlier invocations left in the JSONL files
 };
 
 }  // namespace mpt::run

@@ -4,7 +4,6 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
-#include <chrono>
 #include <filesystem>
 
 #include "common/files.h"
@@ -38,12 +37,7 @@ void record_rank_exits(const std::string& run_dir, std::vector<distributed::Rank
   if (failures.empty() || !std::filesystem::is_directory(run_dir)) return;
   JsonlWriter events(run_dir + "/events.jsonl");
   for (const distributed::RankExit& exit : failures)
-    events.write(
-        {{"kind", "rank_exit"},
-         {"rank", exit.rank},
-         {"exit_code", exit.exit_code},
-         {"how", exit.how},
-         {"time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}});
+    events.write({{"kind", "rank_exit"}, {"rank", exit.rank}, {"exit_code", exit.exit_code}, {"how", exit.how}});
   // Rank 0 may have written its own summary: "failed" when a collective broke, or "interrupted" when the launcher's
   // SIGTERM (sent to the survivors after the first failure) stopped it first. Either way the run failed here.
   const std::string path = run_dir + "/summary.json";

@@ -4,8 +4,8 @@
 namespace mpt::train {
 
 Checkpointer::Checkpointer(const CheckpointConfig& config, io::CheckpointStore* store, EventLog& events,
-                           hardware::MemoryPeaks* memory)
-    : config_(config), store_(store), events_(events), memory_(memory) {}
+                           hardware::MemoryPeaks* memory, LoggedAcrossResume* logged)
+    : config_(config), store_(store), events_(events), memory_(memory), logged_(logged) {}
 
 void Checkpointer::maybe_save(TrainStep& step, int64_t total_steps) {
   const int64_t done = step.state().step;
@@ -15,9 +15,11 @@ void Checkpointer::maybe_save(TrainStep& step, int64_t total_steps) {
 void Checkpointer::save(TrainStep& step) {
   const hardware::MemoryPhaseScope phase(memory_, hardware::MemoryPhase::kCheckpoint);
   step.update_path().gather_whole_state();  // every rank, saving or not: a sharded optimizer's state is collective
+  io::NamedTensors logging = logged_ ? logged_->logging_state(step) : io::NamedTensors();
   if (store_) {
     io::TrainingState state = step.state();
     state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+    state.logging = std::move(logging);
     events_.checkpoint_saved(state.step, store_->save(step.checkpoint_tensors(), step.optimizer(), state));
   }
   step.update_path().after_save();
@@ -30,6 +32,7 @@ void Checkpointer::resume(TrainStep& step, const std::string& path) {
       path, tensors, step.optimizer(), [&](const auto& saved) { return step.recipe().check_state(saved); });
   step.update_path().after_load();  // the file holds the whole state: this rank's pieces of it
   if (const auto resharded = step.restore(state)) events_.data_resharded(state.step, state.data, *resharded);
+  if (logged_) logged_->restore_logging(state.logging, step);
   events_.resumed(state.step, path);
   resumed_from_ = path;
 }

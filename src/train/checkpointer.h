@@ -12,12 +12,23 @@
 
 namespace mpt::train {
 
+// A component whose logged values run across checkpoints (the metrics window's averages): its state travels in
+// the checkpoint's logging section, so that a resumed run logs what the uninterrupted one would have.
+class LoggedAcrossResume {
+ public:
+  virtual ~LoggedAcrossResume() = default;
+  // Called on every rank at each save (it may be collective).
+  virtual io::NamedTensors logging_state(TrainStep& step) = 0;
+  // Called on every rank after a resume; `saved` may be empty (a checkpoint older than this section).
+  virtual void restore_logging(const io::NamedTensors& saved, TrainStep& step) = 0;
+};
+
 class Checkpointer {
  public:
   // `store` null: this rank writes no checkpoints (ranks other than 0). `memory` (may be null) keeps the writes'
-  // peak apart from the training steps'.
+  // peak apart from the training steps'. `logged` (may be null) is saved and restored with the training state.
   Checkpointer(const CheckpointConfig& config, io::CheckpointStore* store, EventLog& events,
-               hardware::MemoryPeaks* memory);
+               hardware::MemoryPeaks* memory, LoggedAcrossResume* logged = nullptr);
 
   // After each step: saves when step % every_steps == 0 or it is the last step.
   void maybe_save(TrainStep& step, int64_t total_steps);
@@ -31,6 +42,7 @@ class Checkpointer {
   io::CheckpointStore* store_;
   EventLog& events_;
   hardware::MemoryPeaks* memory_;
+  LoggedAcrossResume* logged_;
   std::string resumed_from_;
 };
 

@@ -3,14 +3,9 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-
 namespace mpt::train {
 
-void EventLog::record(nlohmann::json event) {
-  event["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  writer_.write(event);
-}
+void EventLog::record(nlohmann::json event) { writer_.write(std::move(event)); }
 
 void EventLog::skipped_step(int64_t step, double scale, int64_t skipped_so_far, const std::string& reason,
                             const std::vector<precision::NonfiniteGrad>& culprits) {

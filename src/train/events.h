@@ -39,6 +39,8 @@ class EventLog {
   // An FP8 tensor's scale moved by more than 2x since its last event, or its casts saturated (at log points).
   void fp8_scale(int64_t step, const precision::GemmScaleEvent& change);
 
+  JsonlWriter& jsonl() { return writer_; }  // the file, for a resume to rewind (run/run_dir.h)
+
  private:
   void record(nlohmann::json event);
 

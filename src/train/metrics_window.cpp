@@ -41,6 +41,47 @@ std::pair<double, double> MetricsWindow::epoch_loss_and_accuracy() {
   return {epoch_.loss.item<double>() / epoch_.predictions, epoch_.correct.item<double>() / epoch_.predictions};
 }
 
+io::NamedTensors MetricsWindow::logging_state(TrainStep& step) {
+  const auto count = [](int64_t n) { return torch::tensor(static_cast<double>(n), torch::kDouble); };
+  std::vector<torch::Tensor> sums = {window_.loss.clone(), window_.correct.clone(), epoch_.loss.clone(),
+                                     epoch_.correct.clone()};
+  int64_t window_predictions = window_.predictions, window_samples = window_.samples;
+  int64_t epoch_predictions = epoch_.predictions, epoch_samples = epoch_.samples;
+  sum_across_ranks({sums[0], sums[1]}, window_predictions, window_samples);
+  sum_across_ranks({sums[2], sums[3]}, epoch_predictions, epoch_samples);
+  io::NamedTensors state;
+  state.insert("metrics.window",
+               torch::stack({sums[0].cpu(), sums[1].cpu(), count(window_predictions), count(window_samples),
+                             count(window_steps_), torch::tensor(window_seconds_, torch::kDouble)}));
+  state.insert("metrics.epoch",
+               torch::stack({sums[2].cpu(), sums[3].cpu(), count(epoch_predictions), count(epoch_samples)}));
+  const auto [loss, accuracy] = closed_epoch_.value_or(std::pair<double, double>{0.0, 0.0});
+  state.insert("metrics.closed_epoch", torch::tensor({closed_epoch_ ? 1.0 : 0.0, loss, accuracy}, torch::kDouble));
+  if (precision::LowPrecisionGemms* gemms = step.recipe().gemms())
+    for (const auto& item : gemms->report_state()) state.insert(item.key(), item.value());
+  return state;
+}
+
+void MetricsWindow::restore_logging(const io::NamedTensors& saved, TrainStep& step) {
+  if (precision::LowPrecisionGemms* gemms = step.recipe().gemms()) gemms->restore_report_state(saved);
+  const torch::Tensor* window = saved.find("metrics.window");
+  const torch::Tensor* epoch = saved.find("metrics.epoch");
+  const torch::Tensor* closed = saved.find("metrics.closed_epoch");
+  if (!window || !epoch || !closed || window->numel() != 6 || epoch->numel() != 4 || closed->numel() != 3) return;
+  const auto w = window->to(torch::kDouble).contiguous(), e = epoch->to(torch::kDouble).contiguous();
+  const auto c = closed->to(torch::kDouble).contiguous();
+  window_steps_ = static_cast<int64_t>(w[4].item<double>());
+  window_seconds_ = w[5].item<double>();
+  if (c[0].item<double>() != 0.0) closed_epoch_ = std::pair{c[1].item<double>(), c[2].item<double>()};
+  if (group_.rank() != 0) return;  // one rank holds the sums of all
+  window_.loss.fill_(w[0].item<double>()), window_.correct.fill_(w[1].item<double>());
+  window_.predictions = static_cast<int64_t>(w[2].item<double>());
+  window_.samples = static_cast<int64_t>(w[3].item<double>());
+  epoch_.loss.fill_(e[0].item<double>()), epoch_.correct.fill_(e[1].item<double>());
+  epoch_.predictions = static_cast<int64_t>(e[2].item<double>()),
+  epoch_.samples = static_cast<int64_t>(e[3].item<double>());
+}
+
 void MetricsWindow::sum_across_ranks(std::vector<torch::Tensor> sums, int64_t& predictions, int64_t& samples) {
   if (!group_.distributed()) return;
   const torch::Tensor counts =

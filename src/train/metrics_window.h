@@ -14,6 +14,7 @@
 #include "io/log.h"
 #include "io/tensorboard.h"
 #include "precision/recipe.h"
+#include "train/checkpointer.h"
 #include "train/events.h"
 #include "train/train_config.h"
 #include "train/train_step.h"
@@ -29,7 +30,7 @@ struct RunSinks {
   io::TensorBoardWriter& tensorboard;
 };
 
-class MetricsWindow : public MicroBatchObserver {
+class MetricsWindow : public MicroBatchObserver, public LoggedAcrossResume {
  public:
   MetricsWindow(const TrainConfig& config, RunSinks sinks, distributed::Group& group, torch::Device device);
 
@@ -39,6 +40,10 @@ class MetricsWindow : public MicroBatchObserver {
   // The train loss and accuracy of the last complete epoch, else of the partial one (syncs).
   std::pair<double, double> epoch_loss_and_accuracy();
   int64_t samples_trained() const { return samples_trained_; }  // in this invocation, by all ranks together
+  // The window's and the epoch's sums over every rank (collective) and the GEMM format's report state; restored on
+  // rank 0 (the other ranks start from zero sums, which the next all-reduce adds to).
+  io::NamedTensors logging_state(TrainStep& step) override;
+  void restore_logging(const io::NamedTensors& saved, TrainStep& step) override;
 
  private:
   void log(const TrainStep& step);

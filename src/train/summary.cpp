@@ -32,6 +32,8 @@ nlohmann::json make_summary(const TrainResult& result, const RunContext& context
         {"checkpoint_peak_bytes", context.memory.checkpoint},
         {"process_peak_bytes", context.memory.process}}},
       {"wall_time_sec", context.wall_time_sec},
+      {"started_at", context.started_at},
+      {"ended_at", context.ended_at},
       {"precision", context.precision_mode},
       {"precision_strategy", context.precision_strategy},
       {"device", context.device},

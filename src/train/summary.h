@@ -26,6 +26,7 @@ struct RunContext {
   bool tf32 = false;
   std::string blas;
   double wall_time_sec = 0.0;
+  double started_at = 0.0, ended_at = 0.0;  // this invocation, in seconds since the epoch
   MemoryReport memory;
   int64_t global_batch_size = 0;
   int64_t total_steps = 0;

@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "common/error.h"
 #include "common/stats.h"
@@ -23,6 +24,7 @@ TrainResult Trainer::run(const std::atomic<bool>& stop_requested) {
     step_.recipe().masters_to_model();
   }
   std::vector<double> step_seconds;
+  skipped_at_start_ = step_.state().skipped_steps;
   while (step_.state().step < config_.total_steps) {
     if (const std::string why = stop_reason(stop_requested); !why.empty()) {
       result_.status = "interrupted";
@@ -99,8 +101,24 @@ bool Trainer::diverged(const StepResult& taken) {
   return true;
 }
 
+// A run that skipped most of its steps trained on nothing but non-finite losses or gradients (a learning rate of
+// 1e30, weights at FP32's edge): it diverged, whatever max_consecutive_skips allowed.
+void Trainer::check_most_steps_trained(int64_t steps_taken) {
+  const int64_t skipped = step_.state().skipped_steps - skipped_at_start_;
+  if (result_.status != "completed" || steps_taken < 2 || 2 * skipped <= steps_taken) return;
+  result_.status = "diverged";
+  result_.diagnosis = fmt::format(
+      "{} of the {} steps taken were skipped on non-finite gradients (the losses were "
+      "NaN or Inf); non-finite gradients last in {}. {}",
+      skipped, steps_taken, precision::describe(last_culprits_),
+      precision::divergence_advice(last_culprits_,
+                                   [this](const std::string& p) { return step_.recipe().computes_in_fp32(p); }));
+  parts_.sinks.events.diverged(step_.state().step, result_.diagnosis);
+}
+
 void Trainer::finish(const std::vector<double>& step_seconds) {
   const int64_t steps = step_.state().step;
+  check_most_steps_trained(static_cast<int64_t>(step_seconds.size()));
   if (result_.status == "completed" && !parts_.evaluator.last())  // resumed a finished run: still report
     parts_.evaluator.evaluate_now(step_.model(), step_.recipe().compute_dtype(), steps, parts_.sinks.metrics,
                                   parts_.sinks.tensorboard, *parts_.sinks.logger);
@@ -137,15 +155,26 @@ void Trainer::check_ranks_agree() {
   group_.all_reduce({rows}, "agreement check");
   rows = rows.cpu();
   const char* names[kFields] = {"loss scale", "steps", "applied steps", "skipped steps", "weight checksum"};
-  for (int64_t r = 1; r < group_.world_size(); ++r)
-    for (int64_t f = 0; f < kFields; ++f) {
+  bool nonfinite = false;  // NaN never equals NaN: non-finite weights are the finding, not a difference
+  for (int64_t r = 0; r < group_.world_size() && !nonfinite; ++r) {
+    const double sum = rows[r][kFields - 1].item<double>();
+    nonfinite = !std::isfinite(sum);
+    if (nonfinite)
+      result_.ranks_disagreement = fmt::format("rank {} ends with non-finite weights (checksum {})", r, sum);
+  }
+  result_.ranks_agree = !nonfinite;
+  for (int64_t r = 1; r < group_.world_size() && result_.ranks_agree; ++r)
+    for (int64_t f = 0; f < kFields && result_.ranks_agree; ++f) {
       const double a = rows[0][f].item<double>(), b = rows[r][f].item<double>();
-      if (a != b && result_.ranks_agree) {
-        result_.ranks_agree = false;
-        result_.ranks_disagreement =
-            fmt::format("rank {} ends with {} {:.17g}, rank 0 with {:.17g}", r, names[f], b, a);
-      }
+      if (a == b) continue;
+      result_.ranks_agree = false;
+      result_.ranks_disagreement = fmt::format("rank {} ends with {} {:.17g}, rank 0 with {:.17g}", r, names[f], b, a);
     }
+  if (result_.ranks_agree) return;
+  if (result_.status == "completed") {
+    result_.status = nonfinite ? "diverged" : "failed";
+    result_.diagnosis = "ranks disagree at the end of training: " + result_.ranks_disagreement;
+  }
 }
 
 }  // namespace mpt::train

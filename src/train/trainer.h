@@ -20,7 +20,7 @@
 namespace mpt::train {
 
 struct TrainResult {
-  std::string status = "completed";  // completed | diverged | interrupted
+  std::string status = "completed";  // completed | diverged | interrupted | failed (ranks disagree)
   std::string diagnosis;
   int64_t steps = 0;
   int64_t skipped_steps = 0;
@@ -57,6 +57,7 @@ class Trainer {
   void record(const StepResult& taken);
   bool diverged(const StepResult& taken);
   std::string stop_reason(const std::atomic<bool>& stop_requested) const;
+  void check_most_steps_trained(int64_t steps_taken);
   void finish(const std::vector<double>& step_seconds);
   void check_ranks_agree();
 
@@ -68,6 +69,7 @@ class Trainer {
   std::optional<precision::NonfiniteActivation> first_activation_;
   std::vector<precision::NonfiniteGrad> last_culprits_;
   bool stop_agreed_ = false;  // data parallelism: some rank was asked to stop; all stop after this step
+  int64_t skipped_at_start_ = 0;
 };
 
 }  // namespace mpt::train

@@ -96,15 +96,9 @@ TEST_CASE(
   CommandResult resumed = run_mpt(again);
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
-  bool rejected = false;
-  int64_t resumed_at = -1;
-  for (const auto& event : read_jsonl(run + "/events.jsonl")) {
-    if (event["kind"] == "checkpoint_rejected" && event["path"] == newest)
-      rejected = event["reason"].get<std::string>().find("fp8.hidden.0.input.scale") != std::string::npos;
-    if (event["kind"] == "resume") resumed_at = event["step"].get<int64_t>();
-  }
-  CHECK(rejected);
-  CHECK(resumed_at == 3);
+  const ResumeRecord record = resume_record(run, newest);
+  CHECK_THAT(record.rejection, Catch::Contains("fp8.hidden.0.input.scale"));
+  CHECK(record.resumed_at == 3);
   CHECK(read_json(run + "/summary.json")["steps"] == 8);
   CHECK(session_starts(run) == std::vector<int>({1, 4}));  // the restart replaces what the first run logged past 3
 }

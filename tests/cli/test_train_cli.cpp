@@ -211,10 +211,12 @@ TEST_CASE("a run directory of another spec is refused, never mixed", "[fast][cli
 
   // A run written by an older mpt lacks the keys added since; their defaults described it, so it continues.
   std::string config = read_file_text(dir + "/config.yaml");
-  const size_t section = config.find("distributed:");
+  const size_t section = config.find("\ndistributed:");
   REQUIRE(section != std::string::npos);
-  const size_t next = config.find("\n", section);  // one flow-style line per section
-  std::ofstream(dir + "/config.yaml") << config.substr(0, section) + config.substr(next + 1);
+  size_t next = config.find('\n', section + 1);  // the section ends at the next line that is not indented
+  while (next != std::string::npos && next + 1 < config.size() && config[next + 1] == ' ')
+    next = config.find('\n', next + 1);
+  std::ofstream(dir + "/config.yaml") << config.substr(0, section + 1) + config.substr(next + 1);
   CommandResult older = run_mpt({"train", kFp32, "train.max_steps=6", "data.test_limit=100", "--run-dir", dir});
   CHECK(older.exit_code == 0);
   CHECK_THAT(older.output, Catch::Contains("resumed from"));

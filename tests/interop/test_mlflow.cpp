@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -219,9 +220,84 @@ TEST_CASE("mlflow: a server that dies mid-run neither fails nor stalls training,
   REQUIRE(runs.contains("first"));
   REQUIRE(runs.contains("second"));
   CHECK(runs["first"]["status"] == "FINISHED");
+  // Finished later from the spool, it keeps the times it ran at, not the time it was delivered.
+  const nlohmann::json first_summary = read_json(dir + "/first/summary.json");
+  const auto started = static_cast<int64_t>(first_summary["started_at"].get<double>() * 1000);
+  CHECK(std::abs(runs["first"]["start_time"].get<int64_t>() - started) < 5000);
+  CHECK(runs["first"]["end_time"] == static_cast<int64_t>(first_summary["ended_at"].get<double>() * 1000));
   check_series(runs["first"], dir + "/first", "loss", "train/loss");  // every step once, none lost or repeated
   CHECK(runs["first"]["metrics"]["train/loss"].size() == 15u);
   CHECK(std::count(runs["first"]["artifacts"].begin(), runs["first"]["artifacts"].end(), "summary.json") == 1);
+}
+
+TEST_CASE(
+    "mlflow: a run killed off its checkpoint and resumed holds each step once, with the uninterrupted run's "
+    "values, at the times they were logged",
+    "[slow][interop]") {
+  if (const std::string missing = python_missing("mlflow"); !missing.empty()) MPT_SKIP(missing);
+  const std::string dir = scratch_dir("mlflow-resume");
+  TrackingServer server(dir, free_port());
+  const auto args = [&](const std::string& run_dir, const std::string& slow_down) {
+    return std::vector<std::string>{"train",
+                                    source_path("configs/mlp_fmnist_mixed.yaml"),
+                                    "train.max_steps=120",
+                                    "data.batch_size=2048",
+                                    "train.log_every_steps=10",
+                                    "train.eval_every_steps=60",
+                                    "checkpoint.every_steps=75",
+                                    "data.test_limit=500",
+                                    "train.progress=plain",
+                                    "debug.slow_down=" + slow_down,
+                                    "tracking.mlflow.uri=" + server.uri(),
+                                    "tracking.mlflow.experiment=resume",
+                                    "tracking.mlflow.spool=" + dir + "/spool",
+                                    "--run-dir",
+                                    run_dir};
+  };
+  // USER and LOGNAME unset: MLflow's client then names the account, and so does mpt.
+  const CommandResult whole = run_mpt_with_env("-u USER -u LOGNAME", args(dir + "/whole", "0"));
+  INFO(whole.output);
+  REQUIRE(whole.exit_code == 0);
+  // Slow enough for the tracker (every 10 s) to send steps past the checkpoint at 75 before the kill at 110.
+  const int pid = start_mpt(args(dir + "/killed", "10"), dir + "/killed.log");
+  const auto logged_step = [&] {
+    const std::string text =
+        fs::exists(dir + "/killed/metrics.jsonl") ? read_file_text(dir + "/killed/metrics.jsonl") : "";
+    return std::count(text.begin(), text.end(), '\n') == 0
+               ? 0
+               : read_jsonl(dir + "/killed/metrics.jsonl").back().value("step", 0);
+  };
+  for (int i = 0; i < 3000 && logged_step() < 110; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill_hard(pid);
+  REQUIRE(logged_step() >= 110);
+  const auto first_logged =
+      static_cast<int64_t>(read_jsonl(dir + "/killed/metrics.jsonl").front()["time"].get<double>() * 1000);
+  const CommandResult resumed = run_mpt(args(dir + "/killed", "0"));
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("resumed from") && Catch::Contains("step-000000075.mpt"));
+
+  const nlohmann::json runs = tracked_runs(server.uri(), "resume");
+  REQUIRE(runs.contains("whole"));
+  REQUIRE(runs.contains("killed"));
+  const nlohmann::json &a = runs["whole"], &b = runs["killed"];
+  for (const char* key : {"train/loss", "train/accuracy", "train/lr", "train/loss_scale", "eval/loss", "eval/accuracy",
+                          "events/checkpoint"}) {
+    INFO(key);
+    CHECK(b["metrics"][key] == a["metrics"][key]);  // every step once, each with the uninterrupted value
+  }
+  CHECK(b["metrics"]["train/loss"].size() == 12u);
+  CHECK(b["metrics"]["events/resume"] == nlohmann::json::parse("[[75, 1.0]]"));
+  // Each point at the time it was logged: as many times as points, rising with the steps.
+  const nlohmann::json& times = b["timestamps"]["train/loss"];
+  for (size_t i = 1; i < times.size(); ++i) CHECK(times[i].get<int64_t>() > times[i - 1].get<int64_t>());
+  CHECK(b["start_time"].get<int64_t>() <= first_logged);  // the first invocation's start, not the resume's
+  CHECK(b["start_time"].get<int64_t>() > first_logged - 60000);
+  const nlohmann::json summary = read_json(dir + "/killed/summary.json");
+  CHECK(b["end_time"] == static_cast<int64_t>(summary["ended_at"].get<double>() * 1000));
+  CHECK(std::string(a["tags"]["mlflow.source.git.commit"]).size() == 40u);
+  CHECK(a["tags"]["mlflow.user"] != "unknown");
+  CHECK(a["tags"]["mlflow.user"] == std::string(getpwuid(getuid())->pw_name));
 }
 
 TEST_CASE("mlflow: a night is a parent run with its jobs as children, an A/B job's sides below its comparison",

@@ -1,8 +1,10 @@
 // Checkpoints: complete round trip, corruption detection, newest-valid choice, pruning, atomic replacement.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -175,4 +177,56 @@ TEST_CASE("a checkpoint whose content cannot be trusted is refused before anythi
   CHECK_THAT(why, Catch::Contains("good.mpt: tensor '0.weight' refused"));
   CHECK(torch::equal(d.model->parameters()[0], before));
   CHECK_NOTHROW(load_checkpoint(dir + "/good.mpt", tensors_of(*d.model), d.optimizer));
+}
+
+TEST_CASE("a checkpoint holding non-finite weights, buffers or optimizer state is refused, naming the tensor",
+          "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("ckpt-nonfinite");
+  const auto refusal = [&](const std::function<void(Fixture&)>& doctor) {
+    Fixture a;
+    a.train_once();
+    doctor(a);
+    save_checkpoint(dir + "/doctored.mpt", tensors_of(*a.model), a.optimizer, some_state());
+    CHECK(verify_checkpoint(dir + "/doctored.mpt") == "");  // CRC-valid: only the content is wrong
+    Fixture b;
+    const torch::Tensor before = b.model->parameters()[0].clone();
+    std::string why = "(accepted)";
+    try {
+      load_checkpoint(dir + "/doctored.mpt", tensors_of(*b.model), b.optimizer);
+    } catch (const RejectedCheckpoint& e) {
+      why = e.why();
+    }
+    CHECK(torch::equal(b.model->parameters()[0], before));  // nothing loaded
+    CHECK(b.optimizer.state().empty());
+    return why;
+  };
+  CHECK(refusal([](Fixture& f) {
+          torch::NoGradGuard no_grad;
+          f.model->parameters()[0][1][2] = std::nanf("");
+        }) == "tensor '0.weight' holds 1 non-finite value (NaN or Inf) of 12");
+  CHECK(refusal([](Fixture& f) { f.model->named_buffers()["1.running_var"].fill_(INFINITY); }) ==
+        "tensor '1.running_var' holds 3 non-finite values (NaN or Inf) of 3");
+  auto adam = [](Fixture& f, size_t parameter) -> torch::optim::AdamParamState& {
+    return static_cast<torch::optim::AdamParamState&>(
+        *f.optimizer.state().at(f.model->parameters()[parameter].unsafeGetTensorImpl()));
+  };
+  CHECK(refusal([&](Fixture& f) { adam(f, 1).exp_avg().fill_(std::nanf("")); }) ==
+        "tensor 'optimizer.exp_avg of 0.bias' holds 3 non-finite values (NaN or Inf) of 3");
+  CHECK(refusal([&](Fixture& f) { adam(f, 2).exp_avg_sq()[0] = -1.0f; }) ==
+        "tensor 'optimizer.exp_avg_sq of 1.weight' holds 1 negative value (a second moment is never negative)");
+}
+
+TEST_CASE("a checkpoint carries the logging state beside the training state", "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("ckpt-logging");
+  Fixture a;
+  TrainingState state = some_state();
+  state.logging.insert("metrics.window", torch::tensor({1.5, 2.0, 3.0}, torch::kDouble));
+  save_checkpoint(dir + "/a.mpt", tensors_of(*a.model), a.optimizer, state);
+  Fixture b;
+  const TrainingState loaded = load_checkpoint(dir + "/a.mpt", tensors_of(*b.model), b.optimizer);
+  REQUIRE(loaded.logging.contains("metrics.window"));
+  CHECK(torch::equal(loaded.logging["metrics.window"], state.logging["metrics.window"]));
+  // Written without it (as before the logging section): nothing, and the run resumes with fresh windows.
+  save_checkpoint(dir + "/b.mpt", tensors_of(*a.model), a.optimizer, some_state());
+  CHECK(load_checkpoint(dir + "/b.mpt", tensors_of(*b.model), b.optimizer).logging.is_empty());
 }

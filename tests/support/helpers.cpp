@@ -187,4 +187,13 @@ data::SampleShape image_sample(int64_t channels, int64_t size, int64_t classes) 
   return shape;
 }
 
+ResumeRecord resume_record(const std::string& run_dir, const std::string& checkpoint) {
+  ResumeRecord record;
+  for (const auto& event : read_jsonl(run_dir + "/events.jsonl")) {
+    if (event["kind"] == "checkpoint_rejected" && event["path"] == checkpoint) record.rejection = event["reason"];
+    if (event["kind"] == "resume") record.resumed_at = event["step"].get<int64_t>();
+  }
+  return record;
+}
+
 }  // namespace mpt::testing

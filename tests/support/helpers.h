@@ -59,6 +59,14 @@ std::vector<std::pair<int64_t, double>> metric_series(const std::string& run_dir
 
 std::string read_file_text(const std::string& path);
 
+// What a resume left in a run directory's events.jsonl: the reason `checkpoint` was rejected ("" when it was not)
+// and the step the run resumed at (-1 when it did not).
+struct ResumeRecord {
+  std::string rejection;
+  int64_t resumed_at = -1;
+};
+ResumeRecord resume_record(const std::string& run_dir, const std::string& checkpoint);
+
 // An independent well-formedness check for mpt's XHTML-style pages: every tag closed in order, no stray '<'
 // or '&'. Returns "" when the page is well formed, else what is wrong and where.
 std::string markup_problem(const std::string& page);
