@@ -103,6 +103,8 @@ void Cli::add_small_commands() {
   exporting->add_option("--format", export_.format, "safetensors | torch | hf (BERT runs)")
       ->check(CLI::IsMember({"safetensors", "torch", "hf"}));
   exporting->add_option("--out", export_.out, "Output file (a folder for hf)")->required();
+  exporting->add_flag("--force", export_.force,
+                      "hf: write into a folder that holds files, removing those a Hugging Face loader would read");
   app_.add_subcommand("doctor", "Check the environment: LibTorch, GPU, BF16, BLAS, threads");
   app_.add_subcommand("keys", "List every spec key with its type, default and meaning")
       ->add_flag("--markdown", markdown_, "Print the table as markdown (docs/spec.md)");

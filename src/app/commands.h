@@ -65,6 +65,7 @@ struct ExportOptions {
   std::string source;                  // a checkpoint file, or a run directory (its newest valid checkpoint)
   std::string format = "safetensors";  // safetensors | torch | hf
   std::string out;
+  bool force = false;  // hf: replace the model files of a folder that holds some
 };
 
 // Writes a checkpoint's FP32 weights as safetensors or a PyTorch zip file with torchvision / HF names, or, for a

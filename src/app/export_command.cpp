@@ -15,6 +15,7 @@
 namespace mpt::app {
 
 int run_export(const ExportOptions& options) {
+  if (options.out.empty()) throw UsageError("--out: expected a file (a folder for --format hf), got an empty path");
   std::string checkpoint = options.source;
   if (std::filesystem::is_directory(options.source)) {  // a run directory: its newest checkpoint that verifies
     const std::string folder = options.source + "/checkpoints";
@@ -40,7 +41,7 @@ int run_export(const ExportOptions& options) {
   }
   const io::NamedTensorList weights = io::read_checkpoint_weights(checkpoint);
   if (options.format == "hf") {
-    for (const auto& warning : run::write_hf_folder(checkpoint, weights, options.out))
+    for (const auto& warning : run::write_hf_folder(checkpoint, weights, options.out, options.force))
       std::cerr << "mpt: " << warning << "\n";
   } else {
     io::write_weights(options.out, weights, options.format);

@@ -1,5 +1,6 @@
 #include "run/hf_export.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/error.h"
@@ -81,10 +82,59 @@ std::string add_labels(const ExperimentConfig& c, nlohmann::json& config) {
   return "";
 }
 
+// What a Hugging Face loader reads from a model folder: weights in any of its formats and shardings, the config,
+// and the tokenizer files of every kind (a stale tokenizer.json would win over the vocab.txt written here).
+bool read_by_hf_loaders(const std::string& name) {
+  static const char* const kExact[] = {"config.json",
+                                       "generation_config.json",
+                                       "model.safetensors",
+                                       "model.safetensors.index.json",
+                                       "pytorch_model.bin",
+                                       "pytorch_model.bin.index.json",
+                                       "tf_model.h5",
+                                       "tf_model.h5.index.json",
+                                       "flax_model.msgpack",
+                                       "tokenizer.json",
+                                       "tokenizer_config.json",
+                                       "special_tokens_map.json",
+                                       "added_tokens.json",
+                                       "vocab.txt",
+                                       "vocab.json",
+                                       "merges.txt",
+                                       "spiece.model",
+                                       "sentencepiece.bpe.model",
+                                       "tokenizer.model",
+                                       "preprocessor_config.json"};
+  if (std::find(std::begin(kExact), std::end(kExact), name) != std::end(kExact)) return true;
+  const bool shard = name.rfind("model-", 0) == 0 || name.rfind("pytorch_model-", 0) == 0;
+  return shard && (name.ends_with(".safetensors") || name.ends_with(".bin"));
+}
+
+// `out` made ready for a new model: created, or, holding files already, refused unless `force`, which removes what a
+// loader would read there instead of the new files.
+void prepare_folder(const std::string& out, bool force) {
+  if (fs::exists(out) && !fs::is_directory(out))
+    throw UsageError("--out " + out + ": a file; --format hf writes a folder");
+  fs::create_directories(out);
+  std::vector<fs::path> stale, other;
+  for (const auto& entry : fs::directory_iterator(out))
+    (read_by_hf_loaders(entry.path().filename().string()) ? stale : other).push_back(entry.path());
+  if (stale.empty() && other.empty()) return;
+  if (!force) {
+    std::string names;
+    for (const auto& path : stale.empty() ? other : stale)
+      names += (names.empty() ? "" : ", ") + path.filename().string();
+    throw UsageError("--out " + out + " already holds files (" + names +
+                     "); a loader would mix them with the new model's. Choose an empty folder, or pass --force to "
+                     "replace the model files there");
+  }
+  for (const auto& path : stale) fs::remove_all(path);
+}
+
 }  // namespace
 
 std::vector<std::string> write_hf_folder(const std::string& checkpoint, const io::NamedTensorList& weights,
-                                         const std::string& out) {
+                                         const std::string& out, bool force) {
   const fs::path run_dir = fs::path(checkpoint).parent_path().parent_path();
   const std::string spec_path = (run_dir / "config.yaml").string();
   if (!fs::is_regular_file(spec_path))
@@ -101,7 +151,7 @@ std::vector<std::string> write_hf_folder(const std::string& checkpoint, const io
   nlohmann::json config = models::hf_bert_config(bert);
   if (bert.head == "classification" && c.data.name == "text_classification")
     if (std::string warning = add_labels(c, config); !warning.empty()) warnings.push_back(warning);
-  fs::create_directories(out);
+  prepare_folder(out, force);
   io::write_weights(out + "/model.safetensors", weights, "safetensors");
   write_file_atomically(out + "/config.json", config.dump(2) + "\n");
   write_tokenizer(c, special, out);

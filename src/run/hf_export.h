@@ -10,9 +10,10 @@
 namespace mpt::run {
 
 // Writes the folder `out` for `weights`, read from `checkpoint` inside a run directory whose config.yaml gives
-// the architecture, the vocabulary, the lower-casing and the classes. Returns warnings (a class list that could
-// not be read) for the caller to print.
+// the architecture, the vocabulary, the lower-casing and the classes. A folder that holds files already is refused
+// (UsageError) unless `force`, which first removes every file a Hugging Face loader would read there. Returns
+// warnings (a class list that could not be read) for the caller to print.
 std::vector<std::string> write_hf_folder(const std::string& checkpoint, const io::NamedTensorList& weights,
-                                         const std::string& out);
+                                         const std::string& out, bool force = false);
 
 }  // namespace mpt::run

@@ -141,6 +141,22 @@ TEST_CASE("an exported masked-LM folder is complete: AutoTokenizer gives the tra
           "[slow][interop]") {
   if (const std::string missing = testing::python_missing("transformers"); !missing.empty()) MPT_SKIP(missing);
   const std::string folder = exported_folder("hf-complete-mlm", "configs/bert_tiny_mlm.yaml", "data/corpus/fortunes");
+  // Another model's files in the folder (a tokenizer.json wins over vocab.txt in AutoTokenizer): refused, then
+  // replaced with --force, so that the checks below read only what this export wrote.
+  std::ofstream(folder + "/tokenizer.json") << R"({"version": "1.0", "model": {"type": "WordLevel", "vocab": {}}})";
+  std::ofstream(folder + "/pytorch_model.bin") << "another model";
+  std::ofstream(folder + "/README.md") << "notes";
+  const std::string run = std::filesystem::path(folder).parent_path().string() + "/run";
+  const testing::CommandResult refused = testing::run_mpt({"export", run, "--format", "hf", "--out", folder});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("already holds files (") && Catch::Contains("tokenizer.json") &&
+                                 Catch::Contains("pass --force"));
+  const testing::CommandResult forced = testing::run_mpt({"export", run, "--format", "hf", "--out", folder, "--force"});
+  INFO(forced.output);
+  REQUIRE(forced.exit_code == 0);
+  CHECK(!std::filesystem::exists(folder + "/tokenizer.json"));
+  CHECK(!std::filesystem::exists(folder + "/pytorch_model.bin"));
+  CHECK(std::filesystem::exists(folder + "/README.md"));  // not a file a loader reads: the user's, kept
   for (const char* file : {"vocab.txt", "tokenizer_config.json", "special_tokens_map.json"})
     CHECK(std::filesystem::is_regular_file(folder + "/" + file));
   CHECK(testing::read_json(folder + "/tokenizer_config.json")["do_lower_case"] == true);
