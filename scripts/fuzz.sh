@@ -6,7 +6,7 @@
 #
 #   scripts/fuzz.sh [SECONDS] [HARNESS ...]       # default: 30 s for each of spec suite jsonl idx cifar
 #                                                 # wordpiece tsv corpus pickle weights image hf_config
-#                                                 # tokenize override fp8_state
+#                                                 # tokenize override fp8_state mlflow_answer spool
 #   scripts/fuzz.sh --runs N [HARNESS ...]        # N executions each: the long run is --runs 1000000
 #
 # Stops at the first crash, hang (an input running over 10 s), memory blow-up (over 2 GiB) or sanitizer report,
@@ -18,7 +18,8 @@ limit=(-max_total_time=30)
 if [[ ${1:-} == --runs ]]; then limit=(-runs="$2"); shift 2
 elif [[ ${1:-} =~ ^[0-9]+$ ]]; then limit=(-max_total_time="$1"); shift; fi
 harnesses=("$@")
-all=(spec suite jsonl idx cifar wordpiece tsv corpus pickle weights image hf_config tokenize override fp8_state)
+all=(spec suite jsonl idx cifar wordpiece tsv corpus pickle weights image hf_config tokenize override fp8_state
+  mlflow_answer spool)
 [[ ${#harnesses[@]} -gt 0 ]] || harnesses=("${all[@]}")
 
 env_dir=$(scripts/torch_env.sh)
@@ -32,7 +33,7 @@ cmake --build build-fuzz -j "$(nproc)" --target "${harnesses[@]/#/fuzz_}"
 
 # Seeds, made once (again when a harness has none).
 seeds=build-fuzz/seeds
-if [[ ! -f $seeds/.made || ! -d $seeds/fp8_state ]]; then
+if [[ ! -f $seeds/.made || ! -d $seeds/spool ]]; then
   rm -rf "$seeds" && mkdir -p "${all[@]/#/$seeds/}"
   cp configs/*.yaml "$seeds/spec/"
   cp scripts/nightly_example.yaml "$seeds/suite/"
@@ -50,6 +51,14 @@ if [[ ! -f $seeds/.made || ! -d $seeds/fp8_state ]]; then
   [[ -f data/corpus/fortunes/art.txt ]] && head -c 3000 data/corpus/fortunes/art.txt >"$seeds/corpus/art.txt"
   printf 'pos\tthe a\nneg\tthe s\n' >"$seeds/tsv/small.tsv"
   cp "$seeds/wordpiece/text.txt" "$seeds/tokenize/"
+  printf '\x01\x00{"run": {"info": {"run_id": "r1", "artifact_uri": "mlflow-artifacts:/1/r1/artifacts"}}}' \
+    >"$seeds/mlflow_answer/run.bin"
+  printf '\x08\x00{"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "no such run"}' >"$seeds/mlflow_answer/refusal.bin"
+  printf '\x01\x00<html><body>Sign in</body></html>' >"$seeds/mlflow_answer/html.bin"
+  printf '{"kind": "run", "dir": "/nonexistent/run", "uri": "http://user:pw@127.0.0.1:5000", "experiment": "x",\n' \
+    >"$seeds/spool/entry.json"
+  printf ' "run_name": "", "tags": [["team", "vision"]], "source": "mpt train a.yaml", "spooled_at_ms": 1796600000000}\n' \
+    >>"$seeds/spool/entry.json"
   printf 'optimizer.lr=3e-4\n+train.epochs=2\n++model.hidden_sizes=[64, 32]\n~optimizer.lr=0.01\n' >"$seeds/override/mix"
   [[ -f data/all-MiniLM-L6-v2/config.json ]] && cp data/all-MiniLM-L6-v2/config.json "$seeds/hf_config/"
   printf '{"model_type": "bert", "vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2, ' >"$seeds/hf_config/tiny.json"

@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/max_batch.h"
+#include "common/echo.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/process.h"
@@ -174,7 +175,7 @@ void track_comparison(const AbCompareOptions& options, const std::string& out) {
       run::mlflow_target(run::read_sections(spec).mlflow, "mpt ab-compare " + options.a + " " + options.b);
   if (target)
     mlflow::deliver_or_spool(*target, out, "comparison",
-                             [](const std::string& line) { std::cerr << "ab-compare: " << line << "\n"; });
+                             [](const std::string& line) { std::cerr << "ab-compare: " << terminal_safe(line) << "\n"; });
 }
 
 int finish(const AbCompareOptions& options, const std::string& out, const std::vector<compare::RunRecord>& a_runs,

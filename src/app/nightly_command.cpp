@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "common/dir_lock.h"
+#include "common/echo.h"
 #include "run/tracking.h"
 #include "tools/nightly/night.h"
 #include "tools/nightly/suite.h"
@@ -38,7 +39,7 @@ int run_nightly(const NightlyOptions& options) {
   for (const auto& line : outcome.report) std::cout << line << "\n";
   if (tracking)
     mlflow::deliver_or_spool(*tracking, outcome.night_dir, "night",
-                             [](const std::string& line) { std::cout << "nightly: " << line << "\n"; });
+                             [](const std::string& line) { std::cout << "nightly: " << terminal_safe(line) << "\n"; });
   return outcome.exit_code;
 }
 
