@@ -174,8 +174,9 @@ void track_comparison(const AbCompareOptions& options, const std::string& out) {
   const std::optional<mlflow::Target> target =
       run::mlflow_target(run::read_sections(spec).mlflow, "mpt ab-compare " + options.a + " " + options.b);
   if (target)
-    mlflow::deliver_or_spool(*target, out, "comparison",
-                             [](const std::string& line) { std::cerr << "ab-compare: " << terminal_safe(line) << "\n"; });
+    mlflow::deliver_or_spool(*target, out, "comparison", [](const std::string& line) {
+      std::cerr << "ab-compare: " << terminal_safe(line) << "\n";
+    });
 }
 
 int finish(const AbCompareOptions& options, const std::string& out, const std::vector<compare::RunRecord>& a_runs,
