@@ -165,7 +165,8 @@ int run_train(const TrainOptions& options) {
   if (group.distributed()) logger.info("update path: {}", step.update_path().name());
   train::MetricsWindow metrics(c.train, dir.sinks(), group, machine.device);
   train::Evaluator evaluator(c.train, data.test, machine.device, group, &memory);
-  train::Checkpointer checkpointer(c.checkpoint, dir.checkpoints(), dir.events(), &memory, &metrics);
+  train::Checkpointer checkpointer(c.checkpoint, dir.checkpoints(), dir.dir() + "/checkpoints", dir.events(), &memory,
+                                   &metrics);
   run::resume_from_plan(checkpointer, step, dir.plan(), dir.events());
   if (step.state().step >= c.train.total_steps && std::filesystem::exists(dir.dir() + "/summary.json")) {
     // Re-running a finished spec must not replace its summary with an empty one: report and keep it.

@@ -3,12 +3,11 @@
 
 #include <fmt/format.h>
 
-#include <map>
+#include <limits>
 
 namespace mpt::io {
-namespace {
+bool second_moment(const std::string& field) { return field == "exp_avg_sq" || field == "max_exp_avg_sq"; }
 
-// What is wrong with one tensor, or "".
 std::string tensor_problem(const std::string& name, const torch::Tensor& tensor, bool non_negative) {
   if (!tensor.defined() || !tensor.is_floating_point() || tensor.numel() == 0) return "";
   const torch::Tensor values = tensor.detach().to(torch::kCPU);
@@ -22,54 +21,30 @@ std::string tensor_problem(const std::string& name, const torch::Tensor& tensor,
   return "";
 }
 
-// torch::optim's state keys (a parameter's TensorImpl address when saved) -> the parameter's position, read from
-// param_groups: param_groups/<g>: params/<i>.
-std::map<std::string, size_t> parameter_positions(torch::serialize::InputArchive& optimizer) {
-  std::map<std::string, size_t> positions;
-  torch::serialize::InputArchive all_groups, groups;
-  if (!optimizer.try_read("param_groups", all_groups)) return positions;
-  for (int64_t g = 0, position = 0;; ++g) {
-    if (!all_groups.try_read("param_groups/" + std::to_string(g), groups)) break;
-    torch::Tensor count;
-    if (!groups.try_read("params/size", count)) break;
-    for (int64_t i = 0; i < count.item<int64_t>(); ++i, ++position) {
-      c10::IValue key;
-      if (groups.try_read("params/" + std::to_string(i), key) && key.isString())
-        positions[key.toStringRef()] = static_cast<size_t>(position);
-    }
-  }
-  return positions;
-}
-
-}  // namespace
-
 std::string nonfinite_tensor(const torch::OrderedDict<std::string, torch::Tensor>& saved) {
   for (const auto& item : saved)
     if (std::string problem = tensor_problem(item.key(), item.value(), false); !problem.empty()) return problem;
   return "";
 }
 
-std::string optimizer_state_problem(torch::serialize::InputArchive& optimizer,
-                                    const std::vector<std::string>& parameter_names) {
-  torch::serialize::InputArchive states;
-  if (!optimizer.try_read("state", states)) return "";
-  const std::map<std::string, size_t> positions = parameter_positions(optimizer);
-  for (const std::string& key : states.keys()) {
-    torch::serialize::InputArchive state;
-    if (!states.try_read(key, state)) continue;
-    const auto position = positions.find(key);
-    const std::string parameter = position != positions.end() && position->second < parameter_names.size()
-                                      ? parameter_names[position->second]
-                                      : "#" + key;
-    for (const std::string& field : state.keys()) {
-      torch::Tensor tensor;
-      if (!state.try_read(field, tensor)) continue;
-      const bool second_moment = field == "exp_avg_sq" || field == "max_exp_avg_sq";
-      if (std::string problem = tensor_problem("optimizer." + field + " of " + parameter, tensor, second_moment);
-          !problem.empty())
-        return problem;
-    }
-  }
+std::string training_state_problem(const TrainingState& state) {
+  if (state.step < 0 || state.applied_steps < 0 || state.skipped_steps < 0 ||
+      state.applied_steps + state.skipped_steps != state.step)
+    return fmt::format("state.step {} is not state.applied_steps {} + state.skipped_steps {}", state.step,
+                       state.applied_steps, state.skipped_steps);
+  if (state.data.epoch < 0 || state.data.batch < 0 || state.data.batch_samples < 0)
+    return fmt::format("state.data_epoch {} / state.data_batch {}: expected positions >= 0", state.data.epoch,
+                       state.data.batch);
+  constexpr double kFp32Max = std::numeric_limits<float>::max();
+  for (const auto& [name, value] :
+       {std::pair{"scaler.scale", state.scaler.scale}, std::pair{"scaler.lowest_scale", state.scaler.lowest_scale}})
+    if (!(value > 0 && value <= kFp32Max))
+      return fmt::format("{} = {}: expected a loss scale in (0, 3.40282e+38], FP32's positive finite range", name,
+                         value);
+  if (state.scaler.growth_tracker < 0 || state.scaler.backoffs < 0 || state.scaler.growths < 0 ||
+      state.scaler.hysteresis_left < 0 || state.scaler.overflows_at_min < 0)
+    return "a negative loss-scaler counter (scaler.growth_tracker, backoffs, growths, hysteresis_left or "
+           "overflows_at_min)";
   return "";
 }
 

@@ -1,6 +1,7 @@
 // What a CRC-valid checkpoint may hold that training must not resume from, found before anything is loaded:
-// non-finite weights, buffers or optimizer state (a run that would only skip steps or train on NaN), and a
-// negative second moment (Adam divides by its square root).
+// non-finite weights, buffers or optimizer state (a run that would only skip steps or train on NaN), a negative
+// second moment (Adam divides by its square root), counters that do not add up, a loss scale outside FP32's
+// positive finite range (which would skip every step without backing off).
 #pragma once
 
 #include <torch/torch.h>
@@ -8,14 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
+
 namespace mpt::io {
 
 // The first tensor of `saved` (by name) holding NaN or Inf, described; "" when all are finite.
 std::string nonfinite_tensor(const torch::OrderedDict<std::string, torch::Tensor>& saved);
-
-// The first problem in an optimizer's saved state (torch::optim's archive: state/<key>/exp_avg, ...), naming the
-// parameter from `parameter_names` (the order the optimizer holds them in); "" when it may be loaded.
-std::string optimizer_state_problem(torch::serialize::InputArchive& optimizer,
-                                    const std::vector<std::string>& parameter_names);
+// What is wrong with one saved tensor (`non_negative`: a second moment), or "".
+std::string tensor_problem(const std::string& name, const torch::Tensor& tensor, bool non_negative);
+// Whether a field of an optimizer's state is a second moment (never negative).
+bool second_moment(const std::string& field);
+std::string training_state_problem(const TrainingState& state);
 
 }  // namespace mpt::io

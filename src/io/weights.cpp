@@ -196,8 +196,8 @@ std::string weights_file_in(const std::string& path) {
 NamedTensorList read_weights(const std::string& given) {
   const std::string path = weights_file_in(given);
   if (path.empty()) throw UsageError(given + ": " + kNoWeightsInFolder);
+  if (checkpoint_version(path) != 0) return read_checkpoint_weights(path);  // streamed: never the whole file at once
   const std::string bytes = read_file(path);
-  if (bytes.rfind("MPTCKPT\n", 0) == 0) return read_checkpoint_weights(path);
   if (bytes.rfind("PK\x03\x04", 0) == 0) return read_torch_state_dict(bytes, path);
   // torch.save before 1.6 (or with _use_new_zipfile_serialization=False): a pickled magic number, then pickles.
   if (bytes.rfind(std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14), 0) == 0)

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace mpt::ops {
 
@@ -54,5 +56,18 @@ torch::optim::AdamParamState& adam_state_of(States& states, const torch::Tensor&
       },
       created);
 }
+
+// An optimizer state's element-wise tensors, by the names LibTorch's serializer gives them, and its step count
+// (Adam's), whatever the optimizer's kind: what checkpoints and ZeRO-1's pieces carry.
+struct StateFields {
+  int64_t* step = nullptr;
+  std::vector<std::pair<const char*, torch::Tensor*>> tensors;
+};
+StateFields fields_of(torch::optim::OptimizerParamState& state);
+
+// "adam", "adamw" or "sgd" (mpt's optimizers, fused or not); "" for any other.
+std::string optimizer_kind(const torch::optim::Optimizer& optimizer);
+// An empty state of `optimizer`'s kind, for a state read back from a checkpoint or cut from a whole one.
+std::unique_ptr<torch::optim::OptimizerParamState> fresh_state(const torch::optim::Optimizer& optimizer);
 
 }  // namespace mpt::ops

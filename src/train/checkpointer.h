@@ -1,5 +1,6 @@
-// The run's checkpoints: saved every checkpoint.every_steps and at the end (rank 0 alone writes them), and loaded
-// into the step on resume. It decides its own timing, and reports each save as an event.
+// The run's checkpoints: saved every checkpoint.every_steps and at the end (rank 0 writes them, and under ZeRO-1
+// every rank its shard), and loaded into the step on resume. It decides its own timing, and reports each save as an
+// event.
 #pragma once
 
 #include <string>
@@ -25,9 +26,10 @@ class LoggedAcrossResume {
 
 class Checkpointer {
  public:
-  // `store` null: this rank writes no checkpoints (ranks other than 0). `memory` (may be null) keeps the writes'
-  // peak apart from the training steps'. `logged` (may be null) is saved and restored with the training state.
-  Checkpointer(const CheckpointConfig& config, io::CheckpointStore* store, EventLog& events,
+  // `store` null: this rank writes no main files (ranks other than 0); under ZeRO-1 every rank writes its shard
+  // into `folder`. `memory` (may be null) keeps the writes' peak apart from the training steps'. `logged` (may be
+  // null) is saved and restored with the training state.
+  Checkpointer(const CheckpointConfig& config, io::CheckpointStore* store, std::string folder, EventLog& events,
                hardware::MemoryPeaks* memory, LoggedAcrossResume* logged = nullptr);
 
   // After each step: saves when step % every_steps == 0 or it is the last step.
@@ -40,6 +42,7 @@ class Checkpointer {
  private:
   CheckpointConfig config_;
   io::CheckpointStore* store_;
+  std::string folder_;
   EventLog& events_;
   hardware::MemoryPeaks* memory_;
   LoggedAcrossResume* logged_;

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "ops/fused_optimizers.h"
+#include "ops/optimizer_state.h"
 #include "train/optimizer.h"
 
 namespace mpt::train {
@@ -13,45 +14,13 @@ namespace {
 
 using precision::MasterPair;
 
-// A dense tensor's elements in memory order (a channels-last weight's too), as one run.
-torch::Tensor flat(const torch::Tensor& tensor) {
-  MPT_CHECK(tensor.is_non_overlapping_and_dense(), "distributed.shard_optimizer needs dense parameters");
-  return tensor.as_strided({tensor.numel()}, {1}, tensor.storage_offset());
-}
-
 torch::Tensor piece_of(const torch::Tensor& tensor, const Piece& piece) {
-  return flat(tensor).narrow(0, piece.start, piece.length);
+  return io::memory_order(tensor).narrow(0, piece.start, piece.length);
 }
 
 // A whole master another rank's pieces now hold: its shape over one element.
 void shrink(const torch::Tensor& master) {
   if (master.numel() > 1) master.set_data(torch::zeros({}, master.options()).expand(master.sizes()));
-}
-
-void materialize(const torch::Tensor& master) {
-  if (!master.is_non_overlapping_and_dense()) master.set_data(torch::empty(master.sizes(), master.options()));
-}
-
-// An optimizer state's element-wise tensors and its step count (Adam's), whatever its kind.
-struct StateFields {
-  int64_t* step = nullptr;
-  std::vector<torch::Tensor*> tensors;
-};
-
-StateFields fields_of(torch::optim::OptimizerParamState& state) {
-  if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(&state))
-    return {&s->step(), {&s->exp_avg(), &s->exp_avg_sq(), &s->max_exp_avg_sq()}};
-  if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(&state))
-    return {&s->step(), {&s->exp_avg(), &s->exp_avg_sq(), &s->max_exp_avg_sq()}};
-  if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(&state)) return {nullptr, {&s->momentum_buffer()}};
-  throw Error("distributed.shard_optimizer: an optimizer state of an unknown kind");
-}
-
-std::unique_ptr<torch::optim::OptimizerParamState> fresh_state(torch::optim::Optimizer& optimizer) {
-  if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) return std::make_unique<torch::optim::AdamWParamState>();
-  if (dynamic_cast<torch::optim::Adam*>(&optimizer)) return std::make_unique<torch::optim::AdamParamState>();
-  if (dynamic_cast<torch::optim::SGD*>(&optimizer)) return std::make_unique<torch::optim::SGDParamState>();
-  throw Error("distributed.shard_optimizer: no sharding for this optimizer");
 }
 
 // An optimizer of `optimizer`'s kind and options over `parameters`.
@@ -127,6 +96,8 @@ void OptimizerShards::take_pieces() {
   if (!whole_) return;
   torch::NoGradGuard no_grad;
   const auto& pairs = recipe_.pairs();
+  layouts_.clear();
+  for (const auto& pair : pairs) layouts_.push_back(pair.master.strides().vec());
   shards_.clear();
   for (size_t k : mine_) {  // an FP32 parameter is its own master: its piece is a view, stepped in place
     const MasterPair& pair = pairs[pieces_[k].pair];
@@ -139,11 +110,11 @@ void OptimizerShards::take_pieces() {
     const Piece& piece = pieces_[mine_[k]];
     const auto found = whole_states.find(pairs[piece.pair].master.unsafeGetTensorImpl());
     if (found == whole_states.end()) continue;
-    auto state = fresh_state(optimizer_);
-    const StateFields from = fields_of(*found->second), to = fields_of(*state);
+    auto state = ops::fresh_state(optimizer_);
+    const ops::StateFields from = ops::fields_of(*found->second), to = ops::fields_of(*state);
     if (from.step) *to.step = *from.step;
     for (size_t f = 0; f < from.tensors.size(); ++f)
-      if (from.tensors[f]->defined()) *to.tensors[f] = piece_of(*from.tensors[f], piece).clone();
+      if (from.tensors[f].second->defined()) *to.tensors[f].second = piece_of(*from.tensors[f].second, piece).clone();
     shard_->state()[shards_[k].unsafeGetTensorImpl()] = std::move(state);
   }
   release_whole_state();
@@ -164,20 +135,7 @@ void OptimizerShards::step() {
     if (!pairs[piece.pair].shared) piece_of(pairs[piece.pair].model_param, piece).copy_(shards_[k]);  // rounded
     shards_[k].mutable_grad() = torch::Tensor();
   }
-  publish(/*masters=*/false);
-}
-
-void OptimizerShards::gather_whole_state() {
-  if (whole_) return;  // no step yet: the masters and the run's optimizer are whole already
-  torch::NoGradGuard no_grad;
-  const auto& pairs = recipe_.pairs();
-  for (const auto& pair : pairs) materialize(pair.master);
-  for (size_t k = 0; k < mine_.size(); ++k)
-    if (!pairs[pieces_[mine_[k]].pair].shared)
-      piece_of(pairs[pieces_[mine_[k]].pair].master, pieces_[mine_[k]]).copy_(shards_[k]);
-  publish(/*masters=*/true);
-  gather_optimizer_state();
-  whole_ = true;
+  publish();
 }
 
 void OptimizerShards::release_whole_state() {
@@ -187,16 +145,16 @@ void OptimizerShards::release_whole_state() {
   whole_ = false;
 }
 
-// Each owner's pieces (of the model's weights, or of the FP32 masters) as one flat tensor per dtype, from the owner
-// to every rank; every rank builds the same groups, so the collectives line up.
-void OptimizerShards::publish(bool masters) {
+// Each owner's pieces of the model's weights as one flat tensor per dtype, from the owner to every rank; every rank
+// builds the same groups, so the collectives line up.
+void OptimizerShards::publish() {
   torch::NoGradGuard no_grad;
   const auto& pairs = recipe_.pairs();
   for (int owner = 0; owner < group_.world_size(); ++owner) {
     std::map<torch::ScalarType, std::vector<torch::Tensor>> by_dtype;
     for (const Piece& piece : pieces_)
-      if (piece.owner == owner && !(masters && pairs[piece.pair].shared)) {
-        torch::Tensor target = piece_of(masters ? pairs[piece.pair].master : pairs[piece.pair].model_param, piece);
+      if (piece.owner == owner) {
+        torch::Tensor target = piece_of(pairs[piece.pair].model_param, piece);
         by_dtype[target.scalar_type()].push_back(target);
       }
     for (auto& [dtype, targets] : by_dtype) {
@@ -212,54 +170,37 @@ void OptimizerShards::publish(bool masters) {
   }
 }
 
-// Every piece's optimizer state from its owner to every rank, assembled into the run's optimizer as one state per
-// parameter: per owner, a header (per piece: has a state, its step, which of its tensors are defined), then the
-// defined tensors back to back.
-void OptimizerShards::gather_optimizer_state() {
+io::ShardedMasters OptimizerShards::write_pieces(const std::string& main_path, const std::vector<std::string>& names) {
+  take_pieces();  // a checkpoint before the first step after a load: cut the loaded state first
   const auto& pairs = recipe_.pairs();
-  auto& whole_states = optimizer_.state();
-  for (int owner = 0; owner < group_.world_size(); ++owner) {
-    std::vector<size_t> owned;
-    for (size_t i = 0; i < pieces_.size(); ++i)
-      if (pieces_[i].owner == owner) owned.push_back(i);
-    torch::Tensor header = torch::zeros({static_cast<int64_t>(owned.size()), 3}, torch::kInt64);
-    std::vector<torch::Tensor> values;
-    if (owner == group_.rank())
-      for (size_t k = 0; k < shards_.size(); ++k) {
-        const auto found = shard_->state().find(shards_[k].unsafeGetTensorImpl());
-        if (found == shard_->state().end()) continue;
-        const StateFields fields = fields_of(*found->second);
-        int64_t mask = 0;
-        for (size_t f = 0; f < fields.tensors.size(); ++f)
-          if (fields.tensors[f]->defined()) mask |= int64_t{1} << f, values.push_back(*fields.tensors[f]);
-        header[static_cast<int64_t>(k)].copy_(torch::tensor({int64_t{1}, fields.step ? *fields.step : 0, mask}));
-      }
-    group_.broadcast({header}, "optimizer state gather", owner);
-    int64_t total = 0;
-    for (size_t k = 0; k < owned.size(); ++k)
-      total += __builtin_popcountll(header[static_cast<int64_t>(k)][2].item<int64_t>()) * pieces_[owned[k]].length;
-    if (total == 0) continue;
-    torch::Tensor buffer = owner == group_.rank() ? torch::cat(values) : torch::empty({total}, torch::kFloat);
-    group_.broadcast({buffer}, "optimizer state gather", owner);
-    int64_t offset = 0;
-    for (size_t k = 0; k < owned.size(); ++k) {
-      const auto row = header[static_cast<int64_t>(k)];
-      if (row[0].item<int64_t>() == 0) continue;
-      const Piece& piece = pieces_[owned[k]];
-      const torch::Tensor& master = pairs[piece.pair].master;
-      auto& state = whole_states[master.unsafeGetTensorImpl()];
-      if (!state) state = fresh_state(optimizer_);
-      const StateFields fields = fields_of(*state);
-      if (fields.step) *fields.step = row[1].item<int64_t>();
-      for (size_t f = 0; f < fields.tensors.size(); ++f) {
-        if (!((row[2].item<int64_t>() >> f) & 1)) continue;
-        if (!fields.tensors[f]->defined())
-          *fields.tensors[f] = torch::zeros_like(master, torch::MemoryFormat::Preserve);
-        piece_of(*fields.tensors[f], piece).copy_(buffer.narrow(0, offset, piece.length));
-        offset += piece.length;
-      }
-    }
+  MPT_CHECK(names.size() == pairs.size(), "a checkpoint's weight names do not match the recipe's weights");
+  io::CheckpointWriter writer(io::shard_path(main_path, group_.rank(), group_.world_size()));
+  for (size_t k = 0; k < mine_.size(); ++k) {
+    const Piece& piece = pieces_[mine_[k]];
+    const std::string& name = names[piece.pair];
+    if (!pairs[piece.pair].shared) writer.tensor(io::piece_record(name, "master", piece.start), shards_[k]);
+    const auto found = shard_->state().find(shards_[k].unsafeGetTensorImpl());
+    if (found == shard_->state().end()) continue;  // no step yet
+    const ops::StateFields fields = ops::fields_of(*found->second);
+    if (fields.step) writer.integer(io::piece_record(name, "step", piece.start), *fields.step);
+    for (const auto& [field, tensor] : fields.tensors)
+      if (tensor->defined()) writer.tensor(io::piece_record(name, field, piece.start), *tensor);
   }
+  const io::CommittedFile mine = writer.commit();
+  // Every rank's row of the table, summed: each shard's size and CRC for the index (both exact in a double).
+  torch::Tensor table = torch::zeros({group_.world_size(), 2}, torch::kDouble);
+  table[group_.rank()] =
+      torch::tensor({static_cast<double>(mine.bytes), static_cast<double>(mine.crc)}, torch::kDouble);
+  table = table.to(pairs.front().master.device());
+  group_.all_reduce({table}, "checkpoint shard index");
+  table = table.cpu();
+  io::ShardedMasters sharded;
+  for (int rank = 0; rank < group_.world_size(); ++rank)
+    sharded.shards.push_back(
+        {static_cast<uint64_t>(table[rank][0].item<double>()), static_cast<uint32_t>(table[rank][1].item<double>())});
+  for (size_t i = 0; i < pairs.size(); ++i)
+    if (!pairs[i].shared) sharded.strides[names[i]] = layouts_[i];
+  return sharded;
 }
 
 }  // namespace mpt::train

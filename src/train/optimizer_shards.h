@@ -4,9 +4,9 @@
 // averaged in full on every rank, so the overflow verdict, the global-norm clipping and the loss scale are those of
 // unsharded data parallelism; then each rank steps its pieces with an optimizer of the same kind over them, writes
 // them into the model's weights in the model's dtype, and the owners broadcast them.
-// Checkpoints hold the unsharded state: around a save every rank assembles every master and every optimizer state
-// (rank 0 writes them), and a loaded state is cut into pieces at the next step, so a run resumes on any number of
-// ranks.
+// At a checkpoint each rank writes its pieces to a shard of its own (io/checkpoint.h), nothing gathered; a loaded
+// checkpoint (sharded or whole, from any number of ranks) fills the whole masters and the run's optimizer, which are
+// cut into pieces at the next step, so a run resumes on any number of ranks.
 #pragma once
 
 #include <torch/torch.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "distributed/process_group.h"
+#include "io/checkpoint.h"
 #include "precision/recipe.h"
 
 namespace mpt::train {
@@ -57,16 +58,15 @@ class OptimizerShards {
   void take_pieces();
   // The optimizer step of this rank's pieces, their values written into the model, and every owner's broadcast.
   void step();
-  // Collective, before a checkpoint's save: every master and every optimizer state, whole, on every rank.
-  void gather_whole_state();
-  // After the save: the whole state let go again.
-  void release_whole_state();
+  // Collective: this rank's pieces (masters and optimizer state) written to its shard of the checkpoint at
+  // `main_path`; every rank's shard, and the layouts the non-FP32 masters were cut from, for rank 0's main file.
+  io::ShardedMasters write_pieces(const std::string& main_path, const std::vector<std::string>& names);
   // After a load into the whole masters and the run's optimizer: the next take_pieces cuts them anew.
   void loaded() { whole_ = true; }
 
  private:
-  void publish(bool masters);
-  void gather_optimizer_state();
+  void release_whole_state();
+  void publish();
 
   torch::optim::Optimizer& optimizer_;  // the run's own, over the whole masters: only checkpoints use its state
   precision::Recipe& recipe_;
@@ -75,6 +75,7 @@ class OptimizerShards {
   std::vector<size_t> mine_;                        // indices into pieces_
   std::vector<torch::Tensor> shards_;               // FP32, one per piece of mine_
   std::unique_ptr<torch::optim::Optimizer> shard_;  // the same kind of optimizer over shards_
+  std::vector<std::vector<int64_t>> layouts_;       // per pair: the strides its master was cut from
   bool whole_ = true;                               // the masters and the run's optimizer hold the whole state
 };
 

@@ -95,8 +95,10 @@ class Sharded : public AcrossRanks {
     AcrossRanks::gather();
   }
   void apply(const precision::FinishedBackward&) override { shards_.step(); }
-  void gather_whole_state() override { shards_.gather_whole_state(); }
-  void after_save() override { shards_.release_whole_state(); }
+  std::optional<io::ShardedMasters> write_pieces(const std::string& main_path,
+                                                 const std::vector<std::string>& names) override {
+    return shards_.write_pieces(main_path, names);
+  }
   void after_load() override { shards_.loaded(); }
 
  private:

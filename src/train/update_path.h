@@ -13,11 +13,13 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "distributed/gradient_averager.h"
 #include "distributed/process_group.h"
+#include "io/checkpoint.h"
 #include "precision/finish_backward.h"
 #include "precision/recipe.h"
 
@@ -37,10 +39,15 @@ class UpdatePath {
   virtual precision::FinishedBackward finish(bool stop_requested) = 0;
   // The optimizer step of a step that was not skipped.
   virtual void apply(const precision::FinishedBackward& finished) = 0;
-  // Around checkpoints (collective): the whole state on every rank before a save or a load, and after them; only
-  // the sharded path holds less than the whole.
-  virtual void gather_whole_state() {}
-  virtual void after_save() {}
+  // ZeRO-1, at a checkpoint (collective): each rank writes the pieces of masters and optimizer state it owns to its
+  // shard of the checkpoint at `main_path` (`names`: the weights' names, in the recipe's order); returns every rank's
+  // shard and the layouts of the masters only pieces hold. Nothing on the paths that hold the whole state, which the
+  // main file holds then.
+  virtual std::optional<io::ShardedMasters> write_pieces(const std::string& /*main_path*/,
+                                                         const std::vector<std::string>& /*names*/) {
+    return std::nullopt;
+  }
+  // After a checkpoint was loaded into the whole masters and the run's optimizer.
   virtual void after_load() {}
 };
 

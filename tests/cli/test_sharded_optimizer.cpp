@@ -3,12 +3,17 @@
 // checkpoint, less memory, and checkpoints that resume on another number of ranks.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
+#include <thread>
 
 #include "io/checkpoint.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt::testing;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -91,17 +96,69 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a sharded checkpoint holds the whole state: 2 sharded ranks -> 1 process -> 2 sharded ranks resumes "
-    "exactly as the unsharded job does",
+    "sharded checkpoints reshard: 2 sharded ranks -> 1 process -> 3 sharded ranks resumes exactly as the "
+    "unsharded job does",
     "[slow][cli][dist][memory]") {
   const std::string plain = scratch_dir("zero-resume-plain"), sharded = scratch_dir("zero-resume-sharded");
   for (const auto& [dir, shard] : {std::pair{plain, false}, std::pair{sharded, true}}) {
     run_until(job(dir, shard, {"debug.stop_after_steps=8", "--nproc", "2"}), dir);
     run_until(job(dir, shard, {"debug.stop_after_steps=16"}),
-              dir);  // one process: every parameter's state from the file
-    run_ok(job(dir, shard, {"--nproc", "2"}));
+              dir);                             // one process: every parameter's state assembled from the two shards
+    run_ok(job(dir, shard, {"--nproc", "3"}));  // three ranks cut the one process's file anew
   }
   check_same_losses(plain, sharded);
   CHECK(metric_series(sharded, "loss").size() == 24);
-  check_same_weights(plain + "/checkpoints/step-000000024.mpt", sharded + "/checkpoints/step-000000024.mpt");
+  // Each sharded rank wrote its own shard beside rank 0's main file; the one process wrote one file.
+  const std::string checkpoints = sharded + "/checkpoints/";
+  CHECK(fs::exists(checkpoints + "step-000000024.shard-2-of-3.mpt"));
+  CHECK(!fs::exists(checkpoints + "step-000000016.shard-0-of-1.mpt"));
+  CHECK(mpt::io::verify_checkpoint(checkpoints + "step-000000024.mpt") == "");
+  check_same_weights(plain + "/checkpoints/step-000000024.mpt", checkpoints + "step-000000024.mpt");
+  // A shard gone or replaced by another save's makes the checkpoint unusable, named.
+  fs::copy_file(checkpoints + "step-000000024.shard-0-of-3.mpt", checkpoints + "step-000000024.shard-1-of-3.mpt",
+                fs::copy_options::overwrite_existing);
+  CHECK_THAT(mpt::io::verify_checkpoint(checkpoints + "step-000000024.mpt"),
+             Catch::Contains("step-000000024.shard-1-of-3.mpt: not the shard this checkpoint's save wrote"));
+  fs::remove(checkpoints + "step-000000024.shard-2-of-3.mpt");
+  CHECK_THAT(mpt::io::verify_checkpoint(checkpoints + "step-000000024.mpt"), Catch::Contains("shard-"));
+}
+
+TEST_CASE(
+    "kill -9 of sharded ranks at random moments, checkpoints or not: the newest whole checkpoint resumes "
+    "bit-exactly",
+    "[slow][cli][dist]") {
+  const std::string dir = scratch_dir("zero-kill9");
+  auto args = [&](const std::string& run) {
+    return std::vector<std::string>{"train",
+                                    kMixed,
+                                    "optimizer.name=adamw",
+                                    "train.max_steps=160",
+                                    "train.log_every_steps=1",
+                                    "checkpoint.every_steps=4",
+                                    "checkpoint.keep_last=2",
+                                    "data.train_limit=8192",
+                                    "data.test_limit=200",
+                                    "distributed.shard_optimizer=true",
+                                    "--nproc",
+                                    "2",
+                                    "--run-dir",
+                                    dir + "/" + run};
+  };
+  run_ok(args("reference"));
+  std::srand(static_cast<unsigned>(std::time(nullptr)));
+  for (int kill_number = 0; kill_number < 3; ++kill_number) {
+    const int pid = start_mpt(args("killed"), dir + "/kill.log");
+    const std::string metrics = dir + "/killed/metrics.jsonl";
+    const size_t lines_before = fs::exists(metrics) ? read_jsonl(metrics).size() : 0;
+    for (int i = 0; i < 1000 && (!fs::exists(metrics) || read_jsonl(metrics).size() < lines_before + 12); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::rand() % 300));
+    kill_hard(pid);  // the launcher and both ranks
+    const auto latest = mpt::io::CheckpointStore(dir + "/killed/checkpoints", 2)
+                            .latest_valid([](const std::string&, const std::string&) {});
+    if (!latest) continue;  // killed before the first checkpoint
+    CHECK(mpt::io::verify_checkpoint(*latest) == "");
+  }
+  run_ok(args("killed"));
+  check_same_losses(dir + "/reference", dir + "/killed");
 }

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -11,10 +12,13 @@
 #include "common/files.h"
 #include "io/checkpoint.h"
 #include "tests/support/helpers.h"
+#include "tests/support/legacy_checkpoint.h"
 
 using namespace mpt::io;
 using mpt::read_file;
 using mpt::write_file_atomically;
+using mpt::io::CheckpointReader;
+using mpt::io::CheckpointWriter;
 
 namespace {
 
@@ -88,10 +92,11 @@ TEST_CASE("truncated and bit-flipped checkpoints are detected with the offset", 
 
   std::filesystem::copy_file(dir + "/good.mpt", dir + "/cut.mpt");
   std::filesystem::resize_file(dir + "/cut.mpt", size - 100);
-  CHECK_THAT(verify_checkpoint(dir + "/cut.mpt"), Catch::Contains("byte 16: header promises"));
+  CHECK_THAT(verify_checkpoint(dir + "/cut.mpt"),
+             Catch::Contains("byte " + std::to_string(size - 124) + ": missing the completion trailer"));
 
   std::filesystem::copy_file(dir + "/good.mpt", dir + "/flipped.mpt");
-  flip_byte(dir + "/flipped.mpt", size / 2);
+  flip_byte(dir + "/flipped.mpt", size - 25);  // the last byte of the last record's data (the RNG state)
   CHECK_THAT(verify_checkpoint(dir + "/flipped.mpt"), Catch::Contains("CRC-32 mismatch"));
   Fixture g;
   CHECK_THROWS_WITH(load_checkpoint(dir + "/flipped.mpt", tensors_of(*g.model), g.optimizer),
@@ -165,16 +170,16 @@ TEST_CASE("a checkpoint whose content cannot be trusted is refused before anythi
   Fixture c;
   CHECK_THROWS_AS(load_checkpoint(dir + "/uneven.mpt", tensors_of(*c.model), c.optimizer), RejectedCheckpoint);
 
-  // A content check refuses by tensor name; nothing is copied.
+  // A content check (given the buffers, where a recipe keeps its state) refuses by tensor name; nothing is copied.
   save_checkpoint(dir + "/good.mpt", tensors_of(*a.model), a.optimizer, some_state());
   Fixture d;
   const torch::Tensor before = d.model->parameters()[0].clone();
   const std::string why = mpt::testing::error_of([&] {
     load_checkpoint(dir + "/good.mpt", tensors_of(*d.model), d.optimizer, [](const auto& saved) {
-      return saved.contains("0.weight") ? std::string("tensor '0.weight' refused") : std::string();
+      return saved.contains("1.running_var") ? std::string("tensor '1.running_var' refused") : std::string();
     });
   });
-  CHECK_THAT(why, Catch::Contains("good.mpt: tensor '0.weight' refused"));
+  CHECK_THAT(why, Catch::Contains("good.mpt: tensor '1.running_var' refused"));
   CHECK(torch::equal(d.model->parameters()[0], before));
   CHECK_NOTHROW(load_checkpoint(dir + "/good.mpt", tensors_of(*d.model), d.optimizer));
 }
@@ -229,4 +234,86 @@ TEST_CASE("a checkpoint carries the logging state beside the training state", "[
   // Written without it (as before the logging section): nothing, and the run resumes with fresh windows.
   save_checkpoint(dir + "/b.mpt", tensors_of(*a.model), a.optimizer, some_state());
   CHECK(load_checkpoint(dir + "/b.mpt", tensors_of(*b.model), b.optimizer).logging.is_empty());
+}
+
+TEST_CASE("a checkpoint of the first format still verifies, loads and exports", "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("ckpt-first-format");
+  Fixture a;
+  a.train_once();
+  TrainingState state = some_state();
+  state.logging.insert("metrics.window", torch::tensor({1.0, 2.0}, torch::kDouble));
+  mpt::testing::save_first_format_checkpoint(dir + "/old.mpt", tensors_of(*a.model), a.optimizer, state);
+  CHECK(checkpoint_version(dir + "/old.mpt") == 1u);
+  CHECK(verify_checkpoint(dir + "/old.mpt") == "");
+  Fixture b;
+  const TrainingState loaded = load_checkpoint(dir + "/old.mpt", tensors_of(*b.model), b.optimizer);
+  CHECK(loaded.step == 12);
+  CHECK(loaded.logging.contains("metrics.window"));
+  for (size_t i = 0; i < a.model->parameters().size(); ++i)
+    CHECK(a.model->parameters()[i].equal(b.model->parameters()[i]));
+  CHECK(read_checkpoint_weights(dir + "/old.mpt").size() == a.model->parameters().size() + a.model->buffers().size());
+  // Saved again, it is the streamed format, and the same state.
+  save_checkpoint(dir + "/new.mpt", tensors_of(*b.model), b.optimizer, loaded);
+  CHECK(checkpoint_version(dir + "/new.mpt") == kStreamVersion);
+  torch::manual_seed(3);
+  a.train_once();
+  Fixture c;
+  load_checkpoint(dir + "/new.mpt", tensors_of(*c.model), c.optimizer);
+  torch::manual_seed(3);
+  c.train_once();
+  for (size_t i = 0; i < a.model->parameters().size(); ++i)
+    CHECK(a.model->parameters()[i].equal(c.model->parameters()[i]));
+}
+
+TEST_CASE("the streamed container keeps every record kind, and refuses a record that declares more than it holds",
+          "[fast][io]") {
+  const std::string dir = mpt::testing::scratch_dir("ckpt-stream");
+  const torch::Tensor channels_last = torch::randn({2, 3, 4, 5}).contiguous(torch::MemoryFormat::ChannelsLast);
+  CommittedFile committed;
+  {
+    CheckpointWriter writer(dir + "/records.mpt");
+    writer.tensor("weights", channels_last);
+    writer.tensor("bf16", torch::ones({7}, torch::kBFloat16));
+    writer.integer("count", -5);
+    writer.real("scale", 0.125);
+    writer.text("note", "hello");
+    writer.pieces("sharded", torch::kFloat, {2, 3}, {1, 2});
+    CHECK(!std::filesystem::exists(dir + "/records.mpt"));  // only the temporary file until commit
+    committed = writer.commit();
+  }
+  CHECK(committed.bytes == std::filesystem::file_size(dir + "/records.mpt"));
+  CommittedFile verified;
+  CHECK(verify_stream(dir + "/records.mpt", &verified) == "");
+  CHECK(verified.crc == committed.crc);
+  CheckpointReader reader(dir + "/records.mpt");
+  Record record;
+  REQUIRE(reader.next(record));
+  CHECK(torch::equal(reader.read_tensor(), channels_last));  // the logical order, whatever the layout
+  REQUIRE(reader.next(record));
+  const torch::Tensor into = torch::empty({7}, torch::kBFloat16);
+  reader.read_into(into);
+  CHECK(into.equal(torch::ones({7}, torch::kBFloat16)));
+  REQUIRE(reader.next(record));
+  CHECK(record.integer == -5);
+  REQUIRE(reader.next(record));
+  CHECK(record.real == 0.125);
+  REQUIRE(reader.next(record));
+  CHECK(reader.read_text() == "hello");
+  REQUIRE(reader.next(record));
+  CHECK(record.kind == RecordKind::kPieces);
+  CHECK(record.strides == std::vector<int64_t>{1, 2});
+  CHECK_FALSE(reader.next(record));
+
+  // A kill before the rename leaves nothing; a writer destroyed without commit removes its temporary file.
+  { CheckpointWriter abandoned(dir + "/abandoned.mpt"); }
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 1);
+
+  // The first tensor's shape doubled in place: it now declares more elements than its bytes, CRC or not.
+  std::string bytes = mpt::read_file(dir + "/records.mpt");
+  const size_t first_size = 16 + 4 + std::string("weights").size() + 1 + 2;
+  int64_t doubled = 4;
+  std::memcpy(bytes.data() + first_size, &doubled, 8);
+  mpt::write_file_atomically(dir + "/declares.mpt", bytes);
+  CHECK_THAT(verify_checkpoint(dir + "/declares.mpt"),
+             Catch::Contains("byte 16: tensor 'weights' declares 480 bytes for 240 elements"));
 }

@@ -37,7 +37,8 @@ struct Harness {
     step = std::make_unique<train::TrainStep>(run::make_train_step(stack, c, torch::kCPU, loader, group));
     window = std::make_unique<train::MetricsWindow>(c.train, sinks(), group, torch::kCPU);
     evaluator = std::make_unique<train::Evaluator>(c.train, test_set, torch::kCPU, group, nullptr);
-    checkpointer = std::make_unique<train::Checkpointer>(c.checkpoint, &store, events, nullptr);
+    checkpointer = std::make_unique<train::Checkpointer>(c.checkpoint, &store, dir + "/checkpoints", events, nullptr,
+                                                         window.get());
   }
 
   static run::ExperimentConfig read(const std::vector<std::string>& overrides) {
