@@ -98,8 +98,14 @@ void describe_stack(const run::TrainingStack& stack, const run::ExperimentConfig
 int finish_run(const train::TrainResult& result, train::RunContext context, const hardware::MemoryPeaks& memory,
                run::RunDirectory& dir, bool main_rank) {
   using hardware::MemoryPhase;
-  context.memory = {memory.kind(), memory.bytes(MemoryPhase::kTraining), memory.bytes(MemoryPhase::kEvaluation),
-                    memory.bytes(MemoryPhase::kCheckpoint), memory.process_bytes()};
+  context.memory = {memory.kind(),
+                    memory.bytes(MemoryPhase::kTraining),
+                    memory.bytes(MemoryPhase::kEvaluation),
+                    memory.bytes(MemoryPhase::kCheckpoint),
+                    memory.process_bytes(),
+                    memory.resident_bytes(MemoryPhase::kTraining),
+                    memory.resident_bytes(MemoryPhase::kEvaluation),
+                    memory.resident_bytes(MemoryPhase::kCheckpoint)};
   const nlohmann::json summary = train::make_summary(result, context);
   spdlog::logger& logger = *dir.logger();
   const int code = result.status == "completed" && result.ranks_agree ? kExitOk : kExitRunFailed;

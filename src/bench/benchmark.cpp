@@ -114,6 +114,7 @@ BenchResult run_benchmark(run::ExperimentConfig c, const BenchOptions& options) 
   // Before the GEMM probe adds its matrices.
   result.peak_memory_kind = memory.kind();
   result.peak_memory_bytes = memory.bytes(hardware::MemoryPhase::kTraining);
+  result.resident_peak_bytes = memory.resident_bytes(hardware::MemoryPhase::kTraining);
   result.model = c.model.name;
   result.precision = precision::mode_name(c.precision.mode);
   result.strategy = precision::strategy_name(c.precision.strategy);
@@ -210,6 +211,8 @@ nlohmann::json to_json(const BenchResult& r) {
           {"mfu", r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr)},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"peak_memory_kind", r.peak_memory_kind},
+          {"resident_peak_bytes",
+           {{"training", r.resident_peak_bytes < 0 ? nlohmann::json() : nlohmann::json(r.resident_peak_bytes)}}},
           {"ops_per_step", ops_json(r.ops)},
           {"tensor_cores", models::to_json(r.tensor_cores)}};
 }
@@ -238,6 +241,9 @@ std::string render_table(const BenchResult& r) {
     out += "  peak            not measured (--no-peak)\n";
   out +=
       fmt::format("  peak memory     {:.0f} MiB ({})\n", r.peak_memory_bytes / (1024.0 * 1024.0), r.peak_memory_kind);
+  if (r.resident_peak_bytes >= 0)
+    out += fmt::format("  resident peak   {:.0f} MiB (the process, as the OS saw it)\n",
+                       r.resident_peak_bytes / (1024.0 * 1024.0));
   if (r.tensor_cores.multiple > 0) out += "  " + models::describe(r.tensor_cores) + "\n";
   if (r.ops.empty()) return out;
   out += "  ops per step    (LibTorch's profiler was on during the timed steps)\n";

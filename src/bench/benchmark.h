@@ -38,9 +38,10 @@ struct BenchResult {
   int64_t gemm_n = 0;       // the probe's n x n x n matmul: up to 2048 on the CPU, 8192 on a GPU
   double peak_flops = 0.0;  // measured GEMM in peak_dtype
   double mfu = 0.0;
-  int64_t peak_memory_bytes = 0;  // the training stack and its steps (hardware::MemoryPeaks), before the GEMM probe
-  std::string peak_memory_kind;   // "RSS above the baseline" or "CUDA allocator"
-  std::vector<OpTime> ops;        // calls and times per timed step, largest self time first; only with profile_ops
+  int64_t peak_memory_bytes = 0;     // the training stack and its steps (hardware::MemoryPeaks), before the GEMM probe
+  std::string peak_memory_kind;      // "RSS above the baseline" or "CUDA allocator"
+  int64_t resident_peak_bytes = -1;  // the process's peak resident memory over those steps, as the OS saw it
+  std::vector<OpTime> ops;           // calls and times per timed step, largest self time first; only with profile_ops
   models::TensorCoreShapes tensor_cores;  // on CUDA: the GEMM and convolution sizes off the Tensor Core multiple
 };
 

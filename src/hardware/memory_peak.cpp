@@ -1,6 +1,6 @@
 // MemoryPeaks (see memory_peak.h). The phases count tensor bytes (hardware/cpu_tensor_memory.h on the CPU, the
-// caching allocator's allocated bytes on CUDA); the process peak is VmHWM from /proc/self/status, which nothing
-// resets, or the allocator's highest peak on CUDA.
+// caching allocator's allocated bytes on CUDA) and resident memory (VmHWM from /proc/self/status, reset at each
+// phase's start); the process peak is the highest VmHWM of all phases, or the allocator's highest peak on CUDA.
 #include "hardware/memory_peak.h"
 
 #include <algorithm>
@@ -31,9 +31,19 @@ int64_t allocator_stat(bool peak) {
 }
 #endif
 
+// Sets VmHWM back to the current RSS (Linux 4.0 and later); false when the kernel or a sandbox refuses.
+bool reset_resident_peak() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
 }  // namespace
 
 MemoryPeaks::MemoryPeaks(torch::Device device) : device_(device) {
+  resident_process_ = status_kib("VmHWM") * 1024;  // what start-up and the datasets took, before the first reset
+  resets_ = reset_resident_peak();
 #ifdef MPT_WITH_CUDA
   if (device_.is_cuda()) {
     baseline_ = allocator_stat(/*peak=*/false);
@@ -70,7 +80,17 @@ void MemoryPeaks::enter(MemoryPhase phase) {
   kept = std::max(kept, current_peak());
   if (device_.is_cuda()) process_ = std::max(process_, kept);
   reset_peak();
+  const int64_t resident = status_kib("VmHWM") * 1024;
+  resident_[static_cast<size_t>(phase_)] = std::max(resident_[static_cast<size_t>(phase_)], resident);
+  resident_process_ = std::max(resident_process_, resident);
+  if (resets_) resets_ = reset_resident_peak();
   phase_ = phase;
+}
+
+int64_t MemoryPeaks::resident_bytes(MemoryPhase phase) const {
+  if (!resets_) return -1;
+  const int64_t kept = resident_[static_cast<size_t>(phase)];
+  return phase == phase_ ? std::max(kept, status_kib("VmHWM") * 1024) : kept;
 }
 
 int64_t MemoryPeaks::bytes(MemoryPhase phase) const {
@@ -81,7 +101,7 @@ int64_t MemoryPeaks::bytes(MemoryPhase phase) const {
 
 int64_t MemoryPeaks::process_bytes() const {
   if (device_.is_cuda()) return std::max(process_, current_peak());
-  return status_kib("VmHWM") * 1024;
+  return std::max(resident_process_, status_kib("VmHWM") * 1024);
 }
 
 std::string MemoryPeaks::kind() const { return device_.is_cuda() ? "CUDA allocator" : "CPU tensors"; }

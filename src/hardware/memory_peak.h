@@ -1,7 +1,9 @@
 // The tensor memory a run holds at its peak in each phase, above what was allocated when measuring began (the
 // datasets): the allocated bytes of the CUDA caching allocator, or of CPU tensors (hardware/cpu_tensor_memory.h).
 // Training steps, evaluations and checkpoint writes each keep their own peak, so the mixed-vs-FP32 answer is the
-// training steps' alone. The whole process's peak is kept apart, absolute: the peak RSS (VmHWM) on the CPU.
+// training steps' alone. Beside them, the process's peak resident memory in each phase as the OS sees it (VmHWM,
+// reset between phases through /proc/self/clear_refs): the number a job is sized by. The whole process's peak is
+// kept apart, absolute: the peak RSS on the CPU, the allocator's highest peak on CUDA.
 #pragma once
 
 #include <torch/torch.h>
@@ -23,6 +25,9 @@ class MemoryPeaks {
   int64_t bytes(MemoryPhase phase) const;
   // The whole process's peak, absolute, from its start (what it held before measuring began included).
   int64_t process_bytes() const;
+  // The process's peak resident memory while `phase` ran, absolute (0 when it never ran); -1 when this kernel does
+  // not let a process reset its peak, so phases cannot be told apart.
+  int64_t resident_bytes(MemoryPhase phase) const;
   // "CPU tensors" or "CUDA allocator".
   std::string kind() const;
 
@@ -32,8 +37,11 @@ class MemoryPeaks {
 
   torch::Device device_;
   int64_t baseline_ = 0;
-  int64_t process_ = 0;            // CUDA: the highest allocator peak folded so far
-  std::array<int64_t, 3> kept_{};  // absolute peaks per phase, folded so far
+  int64_t process_ = 0;                // CUDA: the highest allocator peak folded so far
+  std::array<int64_t, 3> kept_{};      // absolute peaks per phase, folded so far
+  std::array<int64_t, 3> resident_{};  // VmHWM per phase, folded so far
+  int64_t resident_process_ = 0;       // the highest VmHWM folded so far (resets lower VmHWM itself)
+  bool resets_ = false;                // /proc/self/clear_refs took the reset
   MemoryPhase phase_ = MemoryPhase::kTraining;
 };
 

@@ -7,6 +7,12 @@
 
 namespace mpt::train {
 
+namespace {
+
+nlohmann::json resident(int64_t bytes) { return bytes < 0 ? nlohmann::json() : nlohmann::json(bytes); }
+
+}  // namespace
+
 nlohmann::json make_summary(const TrainResult& result, const RunContext& context) {
   nlohmann::json summary = {
       {"name", context.name},
@@ -30,7 +36,11 @@ nlohmann::json make_summary(const TrainResult& result, const RunContext& context
         {"training_peak_bytes", context.memory.training},
         {"evaluation_peak_bytes", context.memory.evaluation},
         {"checkpoint_peak_bytes", context.memory.checkpoint},
-        {"process_peak_bytes", context.memory.process}}},
+        {"process_peak_bytes", context.memory.process},
+        {"resident_peak_bytes",
+         {{"training", resident(context.memory.training_resident)},
+          {"evaluation", resident(context.memory.evaluation_resident)},
+          {"checkpoint", resident(context.memory.checkpoint_resident)}}}}},
       {"wall_time_sec", context.wall_time_sec},
       {"started_at", context.started_at},
       {"ended_at", context.ended_at},

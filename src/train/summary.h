@@ -13,6 +13,8 @@ namespace mpt::train {
 struct MemoryReport {
   std::string kind;  // "CPU tensors" or "CUDA allocator"
   int64_t training = 0, evaluation = 0, checkpoint = 0, process = 0;
+  // The process's peak resident memory in each phase as the OS saw it; -1 when phases could not be told apart.
+  int64_t training_resident = -1, evaluation_resident = -1, checkpoint_resident = -1;
 };
 
 // Facts about the run that the trainer does not own.

@@ -1,12 +1,14 @@
 // The training loop (see trainer.h).
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "common/error.h"
 #include "common/stats.h"
 #include "hardware/host_syncs.h"
+#include "io/checkpoint.h"
 
 namespace mpt::train {
 
@@ -137,6 +139,22 @@ void Trainer::finish(const std::vector<double>& step_seconds) {
   result_.p90_step_ms = 1e3 * percentile(step_seconds, 0.9);
 }
 
+namespace {
+
+// A weight's elements summed in double a slice at a time: a double copy of the largest weight at once would be the
+// biggest allocation of the run's end.
+double sum_in_double(const torch::Tensor& weight) {
+  constexpr int64_t kSlice = int64_t{1} << 20;
+  const torch::Tensor elements = io::memory_order(weight.detach());
+  double sum = 0.0;
+  for (int64_t start = 0; start < elements.numel(); start += kSlice)
+    sum +=
+        elements.narrow(0, start, std::min(kSlice, elements.numel() - start)).to(torch::kDouble).sum().item<double>();
+  return sum;
+}
+
+}  // namespace
+
 void Trainer::check_ranks_agree() {
   // Each rank writes its fingerprint into its own row; the sum over ranks gathers them all.
   constexpr int64_t kFields = 5;
@@ -146,7 +164,7 @@ void Trainer::check_ranks_agree() {
       torch::zeros({group_.world_size(), kFields}, torch::TensorOptions().dtype(torch::kDouble).device(device));
   double checksum = 0.0;
   for (const auto& p : step_.model().parameters())  // the model's: a sharded run keeps pieces of the masters
-    checksum += p.detach().to(torch::kDouble).sum().item<double>();
+    checksum += sum_in_double(p);
   rows[group_.rank()] =
       torch::tensor({state.scaler.scale, static_cast<double>(state.step), static_cast<double>(state.applied_steps),
                      static_cast<double>(state.skipped_steps), checksum},
