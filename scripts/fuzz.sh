@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh [SECONDS] [HARNESS ...]       # default: 30 s for each of spec suite jsonl idx cifar
 #                                                 # wordpiece tsv corpus pickle weights image hf_config
 #                                                 # tokenize override fp8_state mlflow_answer spool
+#                                                 # checkpoint
 #   scripts/fuzz.sh --runs N [HARNESS ...]        # N executions each: the long run is --runs 1000000
 #
 # Stops at the first crash, hang (an input running over 10 s), memory blow-up (over 2 GiB) or sanitizer report,
@@ -19,7 +20,7 @@ if [[ ${1:-} == --runs ]]; then limit=(-runs="$2"); shift 2
 elif [[ ${1:-} =~ ^[0-9]+$ ]]; then limit=(-max_total_time="$1"); shift; fi
 harnesses=("$@")
 all=(spec suite jsonl idx cifar wordpiece tsv corpus pickle weights image hf_config tokenize override fp8_state
-  mlflow_answer spool)
+  mlflow_answer spool checkpoint)
 [[ ${#harnesses[@]} -gt 0 ]] || harnesses=("${all[@]}")
 
 env_dir=$(scripts/torch_env.sh)
@@ -107,6 +108,46 @@ PY
     rm -rf "$run"
   fi
   touch "$seeds/.made"
+fi
+if [[ ! -d $seeds/checkpoint ]]; then  # the checkpoint harness's model: Linear(4, 3) and BatchNorm1d(3), Adam
+  mkdir -p "$seeds/checkpoint"
+  "$python" - "$seeds/checkpoint" <<'PY'
+import struct, sys, zlib
+def record(name, kind, body):
+    return struct.pack("<I", len(name)) + name.encode() + bytes([kind]) + body
+def tensor(name, shape, values):
+    data = struct.pack(f"<{len(values)}f", *values)
+    return record(name, 1, bytes([1, len(shape)]) + b"".join(struct.pack("<q", s) for s in shape)
+                  + struct.pack("<Q", len(data)) + data)
+records = [record("optimizer.kind", 4, struct.pack("<Q", 4) + b"adam")]
+for name, shape in [("0.weight", [3, 4]), ("0.bias", [3]), ("1.weight", [3]), ("1.bias", [3])]:
+    n = 1
+    for s in shape: n *= s
+    records.append(tensor("model." + name, shape, [0.5] * n))
+    records.append(record(f"optimizer.{name}.step", 2, struct.pack("<q", 3)))
+    records.append(tensor(f"optimizer.{name}.exp_avg", shape, [0.1] * n))
+    records.append(tensor(f"optimizer.{name}.exp_avg_sq", shape, [0.01] * n))
+records += [tensor("model.1.running_mean", [3], [0.0] * 3), tensor("model.1.running_var", [3], [1.0] * 3),
+            record("model.1.num_batches_tracked", 1, bytes([5, 0]) + struct.pack("<Q", 8) + struct.pack("<q", 3)),
+            record("state.step", 2, struct.pack("<q", 3)), record("state.applied_steps", 2, struct.pack("<q", 3)),
+            record("scaler.scale", 3, struct.pack("<d", 1024.0)), record("scaler.lowest_scale", 3, struct.pack("<d", 1.0))]
+body = b"".join(records)
+open(f"{sys.argv[1]}/small.mpt", "wb").write(b"MPTCKPT
+" + struct.pack("<II", 2, 0) + body + b"MPTDONE
+"
+    + struct.pack("<QII", len(body), zlib.crc32(body), len(records)))
+PY
+fi
+if [[ -x build/mpt && ! -f $seeds/weights/sharded.mpt ]]; then  # streamed checkpoints: one file, and a sharded main
+  run=$(mktemp -d)
+  build/mpt train configs/mlp_fmnist_mixed.yaml model.hidden_sizes=[64] train.max_steps=2 data.train_limit=512 \
+    data.test_limit=100 train.progress=plain --run-dir "$run/one" >/dev/null 2>&1 &&
+    cp "$run/one/checkpoints/step-000000002.mpt" "$seeds/weights/streamed.mpt" || true
+  build/mpt train configs/mlp_fmnist_mixed.yaml model.hidden_sizes=[64] train.max_steps=2 data.train_limit=512 \
+    data.test_limit=100 train.progress=plain distributed.shard_optimizer=true precision.strategy=master_weights \
+    --nproc 2 --run-dir "$run/two" >/dev/null 2>&1 &&
+    cp "$run/two/checkpoints/step-000000002.mpt" "$seeds/weights/sharded.mpt" || true
+  rm -rf "$run"
 fi
 
 mkdir -p build-fuzz/findings build-fuzz/scratch
