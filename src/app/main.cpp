@@ -10,6 +10,7 @@
 #include "common/echo.h"
 #include "common/error.h"
 #include "hardware/hardware.h"
+#include "run/plugins.h"
 
 namespace {
 
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGXFSZ, SIG_IGN);
   mpt::hardware::tune_host_allocator();
+  mpt::run::install_plugins();
   mpt::app::Cli cli;
   if (const int code = before_parsing(cli, argc, argv); code >= 0) return code;
   try {

@@ -1,6 +1,7 @@
 #include "config/relevance.h"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -19,11 +20,8 @@ struct Condition {
   std::vector<std::string> values;
 };
 
-const std::vector<Condition>& conditions() {
-  static const std::vector<Condition> table = {
-      {{"model.heads", "model.hf_config", "model.head"}, "model.name", {"bert*"}},
-      {{"model.hidden_sizes", "model.activation"}, "model.name", {"mlp"}},
-      {{"model.small_input", "model.zero_init_residual", "model.channels_last"}, "model.name", {"resnet*"}},
+std::vector<Condition> fixed_conditions() {
+  return {
       {{"data.image_size", "data.channels", "data.augment"}, "data.name", {"fashion_mnist", "cifar10", "image_folder"}},
       {{"data.workers"}, "data.name", {"image_folder"}},
       {{"data.vocab", "data.lowercase", "data.seq_len"}, "data.name", {"text_corpus", "text_classification"}},
@@ -34,12 +32,36 @@ const std::vector<Condition>& conditions() {
         "precision.loss_scale.max_scale", "precision.loss_scale.max_overflows_at_min"},
        "precision.loss_scale.mode",
        {"dynamic", "static", "auto"}},
-      {{"memory.activation_checkpointing"}, "model.name", {"resnet*", "bert*"}},
       {{"optimizer.momentum", "optimizer.nesterov"}, "optimizer.name", {"sgd"}},
       {{"optimizer.beta1", "optimizer.beta2", "optimizer.eps"}, "optimizer.name", {"adam", "adamw"}},
       {{"schedule.step_size", "schedule.gamma"}, "schedule.name", {"step"}},
       {{"schedule.min_lr_ratio"}, "schedule.name", {"linear", "cosine"}},
   };
+}
+
+// One condition per key a plug-in declares or enables: the names of every plug-in that does.
+std::vector<Condition> plugin_conditions() {
+  std::map<std::string, Condition> by_key;
+  for (const auto& group : plugin_key_groups()) {
+    std::vector<std::string> keys = group.enables;
+    for (const auto& key : group.keys) keys.push_back(key.key);
+    for (const auto& key : keys) {
+      Condition& condition = by_key.try_emplace(key, Condition{{key}, group.deciding_key, {}}).first->second;
+      condition.values.insert(condition.values.end(), group.names.begin(), group.names.end());
+    }
+  }
+  std::vector<Condition> table;
+  for (auto& [key, condition] : by_key) table.push_back(std::move(condition));
+  return table;
+}
+
+const std::vector<Condition>& conditions() {
+  static const std::vector<Condition> table = [] {
+    schema();  // the plug-ins' keys are all in
+    std::vector<Condition> all = fixed_conditions();
+    for (auto& condition : plugin_conditions()) all.push_back(std::move(condition));
+    return all;
+  }();
   return table;
 }
 

@@ -3,10 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <sstream>
+#include <limits>
 
-#include "common/edit_distance.h"
+#include "common/error.h"
 
 namespace mpt::config {
 namespace {
@@ -50,36 +49,22 @@ std::vector<KeySpec> experiment_and_model_keys() {
       resumable(
           text("experiment.output_root", "runs", "Run directories go to OUTPUT_ROOT/NAME unless --run-dir is given.")),
 
-      choice("model.name", "mlp",
-             {"mlp", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "bert-tiny", "bert-mini",
-              "bert-small", "bert-medium", "bert-base", "bert-large", "bert"},
-             "Model from the registry (ResNets follow torchvision's v1.5 architecture and names, BERTs Hugging "
-             "Face's); `bert` takes its architecture from model.hf_config."),
-      integer("model.heads", "0", 0, 1024, "BERT presets: attention heads; 0 = hidden size / 64 (Google's sizes)."),
-      text("model.hf_config", "\"\"",
-           "BERT: a Hugging Face config.json (or its folder) whose architecture model.name: bert builds, e.g. "
-           "data/all-MiniLM-L6-v2 (scripts/setup.sh links the packaged all-MiniLM-L6-v2 there)."),
-      choice("model.head", "mlm", {"mlm", "classification"},
-             "BERT: masked-LM pre-training (decoder tied to the word embeddings) or sequence classification."),
-      list("model.hidden_sizes", KeyType::kIntList, "[512]", 1, "MLP hidden layer widths, input to output."),
-      choice("model.activation", "relu", {"relu", "gelu", "tanh"}, "MLP hidden activation."),
+      choice("model.name", "mlp", {},
+             "Model from the registry: the presets of each model family (docs/spec.md lists them with the keys each "
+             "family adds)."),
       real("model.dropout", "0.0", 0, 1,
-           "MLP: dropout after each hidden layer. BERT: hidden-state and attention dropout (BERT uses 0.1).", false,
-           true),
+           "Dropout of the families that have it: MLP after each hidden layer; BERT and ViT on hidden states and "
+           "attention (both train with 0.1).",
+           false, true),
       text("model.init_from", "\"\"",
            "Start from these weights: a safetensors, PyTorch zip (torch.save) or mpt checkpoint file with "
            "torchvision / Hugging Face names (DDP's module. and torch.compile's _orig_mod. prefixes are dropped), "
            "or a Hugging Face model folder (its model.safetensors or pytorch_model.bin); model tensors the file "
-           "lacks keep their initialisation (a new head)."),
+           "lacks keep their initialisation (a new head).")
+          .path(),
       list("model.init_skip", KeyType::kStringList, "[]", 0,
            "Model tensors (globs over their names, e.g. [fc.*]) that keep their initialisation whatever "
            "model.init_from holds: fine-tuning with a head of another size."),
-      boolean("model.small_input", "false", "ResNet: 3x3 stride-1 stem without max-pool, for 28-32 px images."),
-      boolean("model.zero_init_residual", "false",
-              "ResNet: zero the last norm of each block (blocks start as identity)."),
-      boolean("model.channels_last", "false",
-              "ResNet: NHWC (channels-last) weights and activations, the layout oneDNN's BF16 convolutions and CUDA "
-              "Tensor Cores prefer."),
   };
 }
 
@@ -93,7 +78,8 @@ std::vector<KeySpec> data_keys() {
            "fashion_mnist: folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]; cifar10: folder with "
            "data_batch_1..5.bin and test_batch.bin; image_folder: ROOT/train/<class>/*.jpg|png and ROOT/val (or "
            "test)/<class>/...; text_corpus: a UTF-8 file, or a folder whose *.txt files are read in sorted order; "
-           "text_classification: folder with train.tsv and test.tsv (LABEL<TAB>TEXT per line)."),
+           "text_classification: folder with train.tsv and test.tsv (LABEL<TAB>TEXT per line).")
+          .path(),
       integer("data.batch_size", "128", 1, 1 << 20,
               "Micro-batch per step; the global batch is this x grad_accum_steps."),
       integer("data.image_size", "0", 0, 4096, "Resize images to N x N (bilinear) before the model; 0 = native."),
@@ -103,7 +89,8 @@ std::vector<KeySpec> data_keys() {
               "and flip for image folders. Deterministic in (seed, epoch, batch)."),
       integer("data.workers", "2", 1, 64, "image_folder: decoding threads, each preparing one upcoming batch."),
       text("data.vocab", "data/bert-base-uncased/vocab.txt",
-           "text_corpus: WordPiece vocabulary, one token per line (scripts/setup.sh provides bert-base-uncased's)."),
+           "text_corpus: WordPiece vocabulary, one token per line (scripts/setup.sh provides bert-base-uncased's).")
+          .path(),
       boolean("data.lowercase", "true", "text_corpus: lower-case and strip accents, as bert-base-uncased does."),
       integer("data.seq_len", "128", 3, 512, "text_corpus: tokens per sequence, [CLS] and [SEP] included."),
       real("data.mask_prob", "0.15", 0, 1,
@@ -131,7 +118,9 @@ std::vector<KeySpec> precision_keys() {
       list("precision.fp32_modules", KeyType::kStringList, "[head, fc, '*LayerNorm', cls.predictions, classifier]", 0,
            "Module name patterns run as FP32 islands under autocast, FP32 activations in and out ('*' matches any "
            "run of characters): by default the output layers (MLP head, ResNet fc, BERT's heads) and BERT's "
-           "LayerNorms. Batch norms keep FP32 weights and statistics and compute in FP32 on BF16/FP16 activations "
+           "LayerNorms, and a family's own output layers and norms beyond these (ViT: heads, *.ln_1, *.ln_2, "
+           "encoder.ln) when it is the model. Batch norms keep FP32 weights and statistics and compute in FP32 on "
+           "BF16/FP16 activations "
            "without being listed; add '*bn*' and '*downsample.1' to give them FP32 activations too."),
       choice("precision.fp8.recipe", "delayed", {"delayed", "current", "mxfp8"},
              "fp8 scaling: delayed, each tensor's scale from the largest amax of its last amax_history steps, "
@@ -276,24 +265,60 @@ std::vector<KeySpec> build_schema() {
   return all;
 }
 
-std::string last_segment(const std::string& key) { return key.substr(key.rfind('.') + 1); }
+std::vector<keys::KeyGroup>& groups() {
+  static std::vector<keys::KeyGroup> added;
+  return added;
+}
+
+bool& table_read() {
+  static bool read = false;
+  return read;
+}
+
+// The plug-ins' keys in their sections (each after the last key of its section) and their names in the deciding
+// key's choices.
+std::vector<KeySpec> assemble() {
+  std::vector<KeySpec> table = build_schema();
+  auto row = [&table](const std::string& key) {
+    return std::find_if(table.begin(), table.end(), [&](const KeySpec& spec) { return spec.key == key; });
+  };
+  for (const auto& group : groups()) {
+    auto deciding = row(group.deciding_key);
+    if (deciding == table.end()) throw Error("a plug-in names " + group.deciding_key + ", which is no spec key");
+    for (const auto& name : group.names) deciding->choices.push_back(name);
+    for (const auto& key : group.keys) {
+      if (row(key.key) != table.end()) continue;  // another plug-in of the kind declares it too (add_plugin_keys)
+      const std::string section = key.key.substr(0, key.key.find('.') + 1);
+      auto last = std::find_if(table.rbegin(), table.rend(),
+                               [&](const KeySpec& spec) { return spec.key.rfind(section, 0) == 0; });
+      table.insert(last.base(), key);
+    }
+  }
+  return table;
+}
+
+bool same_row(const KeySpec& a, const KeySpec& b) {
+  return a.type == b.type && a.default_yaml == b.default_yaml && a.choices == b.choices && a.min == b.min &&
+         a.max == b.max && a.doc == b.doc;
+}
 
 }  // namespace
 
-const char* key_type_name(KeyType type) {
-  switch (type) {
-    case KeyType::kInt: return "integer";
-    case KeyType::kFloat: return "number";
-    case KeyType::kBool: return "boolean";
-    case KeyType::kString: return "string";
-    case KeyType::kIntList: return "list of integers";
-    case KeyType::kStringList: return "list of strings";
-  }
-  return "?";
+void add_plugin_keys(const keys::KeyGroup& group) {
+  if (table_read()) throw Error("a plug-in added its keys after the key table was read");
+  for (const auto& key : group.keys)
+    for (const auto& earlier : groups())
+      for (const auto& other : earlier.keys)
+        if (other.key == key.key && !same_row(other, key))
+          throw Error("two plug-ins declare the spec key " + key.key + " differently");
+  groups().push_back(group);
 }
 
+const std::vector<keys::KeyGroup>& plugin_key_groups() { return groups(); }
+
 const std::vector<KeySpec>& schema() {
-  static const std::vector<KeySpec> table = build_schema();
+  table_read() = true;
+  static const std::vector<KeySpec> table = assemble();
   return table;
 }
 
@@ -306,71 +331,6 @@ const KeySpec* find_key(const std::string& key) {
 bool may_differ_on_resume(const std::string& key) {
   const KeySpec* spec = find_key(key);
   return spec && spec->resumable;
-}
-
-std::string closest_key(const std::string& unknown) {
-  // The names PyTorch, Hugging Face and Keras users bring, too far from mpt's in spelling to be found by distance.
-  static const std::map<std::string, std::string> kForeignNames = {
-      {"learning_rate", "optimizer.lr"},
-      {"num_epochs", "train.epochs"},
-      {"num_train_epochs", "train.epochs"},
-      {"max_grad_norm", "train.grad_clip_norm"},
-      {"clip_grad_norm", "train.grad_clip_norm"},
-      {"gradient_accumulation_steps", "train.grad_accum_steps"},
-      {"accumulate_grad_batches", "train.grad_accum_steps"},
-      {"num_warmup_steps", "schedule.warmup_steps"},
-      {"lr_scheduler", "schedule.name"},
-      {"per_device_train_batch_size", "data.batch_size"},
-      {"num_workers", "data.workers"},
-      {"amp", "precision.mode"},
-      {"fp16", "precision.mode"},
-      {"bf16", "precision.mode"},
-      {"init_scale", "precision.loss_scale.init"}};
-  const std::string leaf = last_segment(unknown);
-  if (auto it = kForeignNames.find(leaf); it != kForeignNames.end()) return it->second;
-  const size_t tolerance = std::max<size_t>(2, leaf.size() / 3);
-  // The length gap bounds a distance from below, and a comparison stops once it cannot beat the best so far: an
-  // unknown key of megabytes costs no more than a short one.
-  auto gap = [](const std::string& a, const std::string& b) {
-    return a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
-  };
-  std::string best;
-  size_t best_distance = tolerance + 1;
-  for (const auto& spec : schema()) {
-    // A right leaf under the wrong section ("train.lr") is the commonest slip: compare leaves too.
-    const std::string spec_leaf = last_segment(spec.key);
-    size_t distance = best_distance;
-    if (gap(unknown, spec.key) < distance) distance = edit_distance(unknown, spec.key, distance);
-    if (gap(leaf, spec_leaf) + 1 < distance) distance = edit_distance(leaf, spec_leaf, distance - 1) + 1;
-    if (distance < best_distance) best_distance = distance, best = spec.key;
-  }
-  return best;
-}
-
-std::string describe_allowed(const KeySpec& spec) {
-  std::ostringstream out;
-  if (!spec.choices.empty()) {
-    out << "one of ";
-    for (size_t i = 0; i < spec.choices.size(); ++i) out << (i ? ", " : "") << spec.choices[i];
-    return out.str();
-  }
-  out << (spec.type == KeyType::kInt     ? "an integer"
-          : spec.type == KeyType::kFloat ? "a number"
-                                         : key_type_name(spec.type));
-  auto bound = [](double v) {
-    std::ostringstream s;
-    s << v << (v == kFp32Max ? " (FP32's largest finite value)" : "");
-    return s.str();
-  };
-  bool has_min = std::isfinite(spec.min), has_max = std::isfinite(spec.max);
-  if (spec.type == KeyType::kIntList || spec.type == KeyType::kStringList) {
-    if (has_min && spec.type == KeyType::kIntList) out << " (each >= " << bound(spec.min) << ")";
-    return out.str();
-  }
-  if (has_min) out << (spec.min_exclusive ? " > " : " >= ") << bound(spec.min);
-  if (has_min && has_max) out << " and";
-  if (has_max) out << (spec.max_exclusive ? " < " : " <= ") << bound(spec.max);
-  return out.str();
 }
 
 }  // namespace mpt::config

@@ -1,30 +1,24 @@
-// The one table of every spec key: its type, default, allowed values and meaning.
-// Loading, validation, resume checks, `mpt keys` and docs/spec.md all read this table; run/sections.cpp binds
-// each row to the member of the config struct that receives it.
+// The one table of every spec key: its type, default, allowed values and meaning, assembled from the keys of the
+// stack (here) and those each plug-in declares (common/keys.h). Loading, validation, resume checks, `mpt keys` and
+// docs/spec.md all read this table; run/sections.cpp binds each stack key to the member that receives it.
 #pragma once
 
-#include <limits>
 #include <string>
 #include <vector>
 
+#include "common/keys.h"
+
 namespace mpt::config {
 
-enum class KeyType { kInt, kFloat, kBool, kString, kIntList, kStringList };
+using keys::key_type_name;
+using keys::KeySpec;
+using keys::KeyType;
 
-const char* key_type_name(KeyType type);
-
-struct KeySpec {
-  std::string key;  // dotted path, e.g. "precision.loss_scale.init"
-  KeyType type;
-  std::string default_yaml;          // the default, written as YAML ("2000", "[512]", "fp32", "\"\"")
-  std::vector<std::string> choices;  // for enum-like strings; empty means free text
-  double min = -std::numeric_limits<double>::infinity();  // inclusive bounds for numbers
-  double max = std::numeric_limits<double>::infinity();
-  bool min_exclusive = false;
-  bool max_exclusive = false;
-  std::string doc;
-  bool resumable = false;  // may differ from the run directory's config.yaml when a run resumes
-};
+// The plug-ins' keys (model families, ...), added once before the table is first read (run/plugins.h does it for
+// every command): the keys join their section, the plug-in's names the deciding key's choices. Throws mpt::Error
+// when the table has been read already or a key is declared twice with different rows.
+void add_plugin_keys(const keys::KeyGroup& group);
+const std::vector<keys::KeyGroup>& plugin_key_groups();
 
 const std::vector<KeySpec>& schema();
 const KeySpec* find_key(const std::string& key);

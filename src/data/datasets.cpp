@@ -122,6 +122,8 @@ const std::vector<DatasetKind>& kinds() {
 
 }  // namespace
 
+const std::vector<DatasetKind>& dataset_kinds() { return kinds(); }
+
 const DatasetKind& dataset_kind(const std::string& name) {
   for (const DatasetKind& kind : kinds())
     if (kind.name == name) return kind;

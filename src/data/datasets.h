@@ -24,6 +24,8 @@ struct DatasetKind {
   std::function<Dataset(const DataConfig&, const std::string& split, int64_t limit)> load;
 };
 
+const std::vector<DatasetKind>& dataset_kinds();
+
 // The kind data.name names; a UsageError for an unknown name.
 const DatasetKind& dataset_kind(const std::string& name);
 

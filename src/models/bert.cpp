@@ -6,10 +6,10 @@
 
 #include "common/error.h"
 #include "data/masking.h"
-#include "ops/attention_scores.h"
 #include "ops/dropout.h"
 #include "ops/gelu.h"
 #include "ops/layer_norm.h"
+#include "models/transformer_blocks.h"
 
 namespace mpt::models {
 namespace {
@@ -54,16 +54,6 @@ struct TiedDecoderFunction : public torch::autograd::Function<TiedDecoderFunctio
             ctx->needs_input_grad(2) ? grad.sum(0) : torch::Tensor()};
   }
 };
-
-// A LayerNorm through its runner: in FP32 when the policy keeps it there (the default), otherwise in the input's
-// dtype with the affine parameters cast to match (LayerNorm has no mixed-dtype kernel).
-torch::Tensor layer_norm_through(const precision::ModuleRunner& runner, const torch::nn::LayerNorm& norm,
-                                 const torch::Tensor& x) {
-  return runner(x, [&](const torch::Tensor& h) {
-    return torch::layer_norm(h, norm->options.normalized_shape(), norm->weight.to(h.scalar_type()),
-                             norm->bias.to(h.scalar_type()), norm->options.eps());
-  });
-}
 
 // A layer's closing LayerNorm through its runner, with its output also as the next projections read it
 // (precision::as_projection_input) when `for_projection`. When the norm is an FP32 island and the projections
@@ -184,21 +174,6 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   return forward(Hidden{x, torch::Tensor()}, mask_bias, /*next_has_projection=*/false).states;
 }
 
-torch::Tensor BertLayerImpl::attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                            const torch::Tensor& mask_bias) const {
-  torch::Tensor probs;
-  {
-    // The products run in the compute dtype; scaling, masking and the softmax always in FP32, and the
-    // probabilities go back to the compute dtype for the second product, through dropout: one fused pass on CPU
-    // (ops::attention_probabilities), five passes and four autograd nodes unfused.
-    const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
-    precision::Fp32Scope fp32(q.device().type());
-    probs = ops::attention_probabilities(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(q.size(-1))),
-                                         dropout_, is_training(), v.scalar_type());
-  }
-  return torch::matmul(probs, v);  // (B, h, S, d)
-}
-
 Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& mask_bias, bool next_has_projection) {
   const Hidden attended =
       norm_for_next(attention_norm_runner_, attention_norm_, self_attention(hidden_states, mask_bias),
@@ -208,7 +183,6 @@ Hidden BertLayerImpl::forward(const Hidden& hidden_states, const torch::Tensor& 
 
 torch::Tensor BertLayerImpl::self_attention(const Hidden& hidden_states, const torch::Tensor& mask_bias) {
   const torch::Tensor& x = hidden_states.states;
-  const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2), head_dim = hidden / heads_;
   // Q, K and V read the same FP32 input; under autocast each projection would cast it on its own (three casts
   // forward, three back and an FP32 sum of their gradients). Cast once: backward sums the three BF16/FP16
   // gradients in that dtype, one more rounding of values that each GEMM has already rounded to it.
@@ -216,18 +190,14 @@ torch::Tensor BertLayerImpl::self_attention(const Hidden& hidden_states, const t
       hidden_states.for_projection.defined() ? hidden_states.for_projection : precision::as_projection_input(x);
   Tensors qkv = {project(policy_, query_, input), project(policy_, key_, input), project(policy_, value_, input)};
   if (selective_) qkv = refill_in_backward(input, hidden_states.narrow_again, qkv);
-  for (auto& t : qkv) t = t.view({batch, seq, heads_, head_dim}).transpose(1, 2);  // (B, h, S, d) each
-  const auto core = [this, mask_bias](const Tensors& in) {  // by value: it runs again in backward
-    return Tensors{attention_core(in[0], in[1], in[2], mask_bias)};
-  };
-  const auto merge_heads = [batch, seq, hidden](const torch::Tensor& t) {
-    return t.transpose(1, 2).reshape({batch, seq, hidden});  // (B, S, H)
+  for (auto& t : qkv) t = split_heads(t, heads_);                                             // (B, h, S, d) each
+  const auto core = [p = dropout_, training = is_training(), mask_bias](const Tensors& in) {  // runs again in backward
+    return Tensors{attention_core(in[0], in[1], in[2], mask_bias, p, training)};
   };
   // selective: the attention output's input is the core's again too, run before its backward (the same masks).
   const Recomputation context_again =
-      selective_
-          ? with_generator_of_now([core, qkv, merge_heads] { return merge_heads(core(qkv)[0]); }, x.device().type())
-          : nullptr;
+      selective_ ? with_generator_of_now([core, qkv] { return merge_heads(core(qkv)[0]); }, x.device().type())
+                 : nullptr;
   const torch::Tensor context =
       merge_heads(selective_ ? recompute_in_backward(core, qkv, *this, policy_)[0] : core(qkv)[0]);
   torch::Tensor attention = project(policy_, attention_out_, context);

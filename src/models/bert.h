@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/family.h"
 #include "models/model.h"
 #include "models/recompute.h"
 #include "models/rematerialize.h"
@@ -81,9 +82,6 @@ class BertLayerImpl : public torch::nn::Module {
   torch::Tensor self_attention(const Hidden& x, const torch::Tensor& mask_bias);
   // The attention norm's output + dropout(W2 gelu(W1 x)), the output norm's input: (B, S, H).
   torch::Tensor feed_forward(const Hidden& attended);
-  // softmax(q k^T / sqrt(d) + mask) v with dropout on the probabilities: (B, h, S, d) each.
-  torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& mask_bias) const;
 
   int64_t heads_;
   double dropout_;
@@ -157,5 +155,12 @@ class BertForSequenceClassificationImpl : public ModelImpl {
 
 // MACs of the encoder for one sequence of `seq_len` tokens (projections, attention products, feed-forward).
 int64_t bert_encoder_macs(const BertConfig& config, int64_t seq_len);
+
+// The family: model.name bert-tiny .. bert-large, or bert with model.hf_config; model.heads and model.head.
+const ModelFamily& bert_family();
+
+// The BERT architecture `config` names (a preset with its head count, or a config.json), with the spec's
+// dropout and head; vocabulary and classes are the data's, filled in when the model is built.
+BertConfig bert_architecture(const ModelConfig& config);
 
 }  // namespace mpt::models

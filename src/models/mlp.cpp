@@ -42,4 +42,41 @@ int64_t MlpImpl::forward_macs(const data::SampleShape& sample) const {
   return macs + width_in * config_.num_classes;
 }
 
+namespace {
+
+const keys::OptionTable<MlpConfig>& mlp_options() {
+  static const keys::OptionTable<MlpConfig> table = [] {
+    keys::OptionTable<MlpConfig> options;
+    options.add("model.hidden_sizes", &MlpConfig::hidden_sizes, "MLP hidden layer widths, input to output.").min = 1;
+    options.add("model.activation", &MlpConfig::activation, "MLP hidden activation.").one_of({"relu", "gelu", "tanh"});
+    return options;
+  }();
+  return table;
+}
+
+Model build_mlp(const ModelConfig& model, const MemoryConfig&, const data::SampleShape& sample,
+                const precision::ModulePolicy& policy) {
+  MlpConfig config = mlp_options().read(model.options);
+  config.dropout = model.dropout;
+  config.in_features = sample.features();
+  config.num_classes = sample.num_classes;
+  return std::make_shared<MlpImpl>(config, policy);
+}
+
+}  // namespace
+
+const ModelFamily& mlp_family() {
+  static const ModelFamily family{"mlp",
+                                  "MLP",
+                                  data::Modality::kImages,
+                                  {"mlp"},
+                                  mlp_options().keys(),
+                                  /*takes_dropout=*/true,
+                                  /*fp32_modules=*/{"head"},
+                                  {Recompute::kNone},
+                                  build_mlp,
+                                  nullptr};
+  return family;
+}
+
 }  // namespace mpt::models

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "models/family.h"
 #include "models/model.h"
 #include "precision/policy.h"
 
@@ -33,5 +34,8 @@ class MlpImpl : public ModelImpl {
   std::vector<precision::ModuleRunner> hidden_runners_;
   precision::ModuleRunner head_runner_;
 };
+
+// The family: model.name mlp, with model.hidden_sizes and model.activation.
+const ModelFamily& mlp_family();
 
 }  // namespace mpt::models

@@ -263,4 +263,46 @@ int64_t ResNetImpl::forward_macs(const data::SampleShape& sample) const {
   return total + fc_->options.in_features() * fc_->options.out_features();
 }
 
+namespace {
+
+const keys::OptionTable<ResNetConfig>& resnet_options() {
+  static const keys::OptionTable<ResNetConfig> table = [] {
+    keys::OptionTable<ResNetConfig> options;
+    options.add("model.small_input", &ResNetConfig::small_input,
+                "ResNet: 3x3 stride-1 stem without max-pool, for 28-32 px images.");
+    options.add("model.zero_init_residual", &ResNetConfig::zero_init_residual,
+                "ResNet: zero the last norm of each block (blocks start as identity).");
+    options.add("model.channels_last", &ResNetConfig::channels_last,
+                "ResNet: NHWC (channels-last) weights and activations, the layout oneDNN's BF16 convolutions and "
+                "CUDA Tensor Cores prefer.");
+    return options;
+  }();
+  return table;
+}
+
+Model build_resnet(const ModelConfig& model, const MemoryConfig& memory, const data::SampleShape& sample,
+                   const precision::ModulePolicy& policy) {
+  ResNetConfig config = resnet_options().read(model.options);
+  config.depth = std::stoi(model.name.substr(6));  // "resnet50"
+  config.in_channels = sample.channels;
+  config.num_classes = sample.num_classes;
+  return std::make_shared<ResNetImpl>(config, policy, memory.activation_checkpointing);
+}
+
+}  // namespace
+
+const ModelFamily& resnet_family() {
+  static const ModelFamily family{"resnet",
+                                  "ResNet",
+                                  data::Modality::kImages,
+                                  {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"},
+                                  resnet_options().keys(),
+                                  /*takes_dropout=*/false,
+                                  /*fp32_modules=*/{"fc"},
+                                  {Recompute::kNone, Recompute::kFull},
+                                  build_resnet,
+                                  nullptr};
+  return family;
+}
+
 }  // namespace mpt::models

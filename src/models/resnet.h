@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "distributed/process_group.h"
+#include "models/family.h"
 #include "models/model.h"
 #include "models/recompute.h"
 #include "precision/policy.h"
@@ -65,5 +66,9 @@ class ResNetImpl : public ModelImpl {
   precision::ModulePolicy policy_;
   Recompute recompute_;
 };
+
+// The family: model.name resnet18 .. resnet152, with model.small_input, model.zero_init_residual and
+// model.channels_last; full activation checkpointing recomputes each residual block.
+const ModelFamily& resnet_family();
 
 }  // namespace mpt::models

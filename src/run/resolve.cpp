@@ -69,6 +69,19 @@ void resolve_precision(config::Spec& spec, bool cuda, const hardware::Facts& fac
 }
 
 // Keys whose values only make sense together: the loss scale's range, the train length, channels.
+// A default precision.fp32_modules keeps the model family's own output layers and norms in FP32 too.
+void add_family_islands(config::Spec& spec) {
+  const std::string key = "precision.fp32_modules";
+  if (spec.origin(key) != "default") return;
+  const models::ModelFamily& family = models::model_family(spec.get_string("model.name"));
+  std::vector<std::string> patterns = spec.get_string_list(key);
+  const size_t before = patterns.size();
+  for (const std::string& island : family.fp32_modules)
+    if (std::find(patterns.begin(), patterns.end(), island) == patterns.end()) patterns.push_back(island);
+  if (patterns.size() > before)
+    spec.set(key, YAML::Node(patterns), "default, with the " + family.title + " family's FP32 islands");
+}
+
 void check_combinations(const config::Spec& spec, Problems& problems) {
   const double init = spec.get_float("precision.loss_scale.init");
   if (init < spec.get_float("precision.loss_scale.min_scale") ||
@@ -122,6 +135,7 @@ void resolve_spec(config::Spec& spec, const hardware::Facts& facts) {
   Problems problems;
   const bool cuda = resolve_device(spec, facts, problems);
   resolve_precision(spec, cuda, facts, problems);
+  add_family_islands(spec);
   if (spec.get_string("experiment.name").empty())
     spec.set("experiment.name", YAML::Node(std::filesystem::path(spec.source_path()).stem().string()),
              "the spec file's name");

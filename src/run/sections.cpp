@@ -87,17 +87,9 @@ std::vector<KeyBinding> experiment_and_model_bindings() {
       binding("experiment.seed", &E::experiment, &X::seed),
       binding("experiment.output_root", &E::experiment, &X::output_root),
       binding("model.name", &E::model, &M::name),
-      binding("model.heads", &E::model, &M::bert_heads),
-      binding("model.hf_config", &E::model, &M::hf_config),
-      binding("model.head", &E::model, &M::bert_head),
-      binding("model.hidden_sizes", &E::model, &M::mlp, &models::MlpConfig::hidden_sizes),
-      binding("model.activation", &E::model, &M::mlp, &models::MlpConfig::activation),
       binding("model.dropout", &E::model, &M::dropout),
       binding("model.init_from", &E::model, &M::init_from),
       binding("model.init_skip", &E::model, &M::init_skip),
-      binding("model.small_input", &E::model, &M::resnet, &models::ResNetConfig::small_input),
-      binding("model.zero_init_residual", &E::model, &M::resnet, &models::ResNetConfig::zero_init_residual),
-      binding("model.channels_last", &E::model, &M::resnet, &models::ResNetConfig::channels_last),
   };
 }
 
@@ -206,7 +198,27 @@ std::vector<KeyBinding> all_bindings() {
   return all;
 }
 
-// The bindings in the key table's order, after checking that the two list the same keys once each.
+bool is_plugin_key(const std::string& key) {
+  for (const auto& group : config::plugin_key_groups())
+    for (const auto& row : group.keys)
+      if (row.key == key) return true;
+  return false;
+}
+
+keys::Value plugin_value(const config::Spec& spec, const config::KeySpec& row) {
+  switch (row.type) {
+    case config::KeyType::kInt: return spec.get_int(row.key);
+    case config::KeyType::kFloat: return spec.get_float(row.key);
+    case config::KeyType::kBool: return spec.get_bool(row.key);
+    case config::KeyType::kString: return spec.get_string(row.key);
+    case config::KeyType::kIntList: return spec.get_int_list(row.key);
+    case config::KeyType::kStringList: return spec.get_string_list(row.key);
+  }
+  throw Error("unknown key type of " + row.key);
+}
+
+// The bindings in the key table's order, after checking that they list every key of the stack (the plug-ins read
+// their own) once each.
 std::vector<KeyBinding> checked_bindings() {
   std::map<std::string, KeyBinding> by_key;
   for (auto& binding : all_bindings()) {
@@ -215,6 +227,7 @@ std::vector<KeyBinding> checked_bindings() {
   }
   std::vector<KeyBinding> ordered;
   for (const auto& row : config::schema()) {
+    if (is_plugin_key(row.key)) continue;
     auto found = by_key.find(row.key);
     if (found == by_key.end()) throw Error("run/sections.cpp binds no member to the spec key " + row.key);
     ordered.push_back(std::move(found->second));
@@ -234,6 +247,11 @@ const std::vector<KeyBinding>& key_bindings() {
 ExperimentConfig read_sections(const config::Spec& spec) {
   ExperimentConfig c;
   for (const auto& binding : key_bindings()) binding.read(spec, c);
+  for (const auto& row : config::schema()) {
+    if (!is_plugin_key(row.key)) continue;
+    if (row.key.rfind("model.", 0) != 0) throw Error("a plug-in key outside model.*: " + row.key);
+    c.model.options.set(row.key, plugin_value(spec, row));
+  }
   c.schedule.peak_lr = c.optimizer.lr;  // before the linear scaling rule, which the wiring applies
   return c;
 }

@@ -5,13 +5,12 @@
 #include <filesystem>
 
 #include "config/relevance.h"
+#include "config/schema.h"
 
 namespace mpt::run {
 namespace {
 
 namespace fs = std::filesystem;
-
-const char* const kPathKeys[] = {"data.root", "data.vocab", "model.init_from", "model.hf_config"};
 
 bool is_there(const fs::path& path) {
   std::error_code error;
@@ -25,7 +24,9 @@ std::map<std::string, std::string> resolve_relative_paths(config::Spec& spec) {
   std::error_code error;
   const fs::path here = fs::current_path(error);
   const fs::path spec_folder = fs::absolute(spec.source_path(), error).parent_path();
-  for (const char* key : kPathKeys) {
+  for (const auto& row : config::schema()) {
+    if (!row.is_path) continue;
+    const std::string& key = row.key;
     const std::string value = spec.get_string(key);
     if (value.empty() || fs::path(value).is_absolute() || !config::applies(key, spec) || is_there(value)) continue;
     std::string places = "the working directory " + here.string();

@@ -1,6 +1,6 @@
-// Relative paths in a spec (data.root, data.vocab, model.init_from, model.hf_config) are taken from the working
-// directory; when nothing is there, from the spec file's folder or the nearest folder above it that holds the
-// path, so the shipped configs/*.yaml find the clone's data/ from any directory. experiment.output_root stays
+// Relative paths in a spec (the keys marked as paths: data.root, data.vocab, model.init_from, ...) are taken from
+// the working directory; when nothing is there, from the spec file's folder or the nearest folder above it that
+// holds the path, so the shipped configs/*.yaml find the clone's data/ from any directory. experiment.output_root stays
 // relative to the working directory: outputs go where the command runs.
 #pragma once
 

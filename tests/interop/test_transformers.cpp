@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/weights.h"
 #include "models/hf_config.h"
+#include "models/bert.h"
 #include "models/registry.h"
 #include "precision/autocast.h"
 #include "tests/support/helpers.h"
@@ -110,7 +111,7 @@ TEST_CASE("an mpt BERT exported as a Hugging Face folder loads with from_pretrai
 
   models::ModelConfig model_config;
   model_config.name = "bert-tiny";
-  model_config.bert_heads = 4;
+  model_config.options.set("model.heads", int64_t{4});
   model_config.dropout = 0.0;
   data::SampleShape shape;
   shape.seq_len = 24;

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "io/weights.h"
+#include "models/bert.h"
 #include "models/registry.h"
 #include "tests/support/helpers.h"
 
@@ -108,7 +109,7 @@ TEST_CASE("init_from loads by name, maps HF BertModel names, keeps new heads, re
   text.seq_len = 16, text.vocab_size = 50, text.num_classes = 3;
   mpt::models::ModelConfig config;
   config.name = "bert-tiny";
-  config.bert_head = "classification";
+  config.options.set("model.head", std::string("classification"));
   mpt::models::Model model = mpt::models::build_model(config, text, mpt::precision::ModulePolicy());
 
   // A Hugging Face BertModel file: no "bert." prefix, no classifier.

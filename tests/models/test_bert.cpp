@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "models/bert.h"
 #include "models/registry.h"
 #include "precision/autocast.h"
 
@@ -26,7 +27,7 @@ Model bert(const std::string& name, const std::string& head, int64_t classes, in
            const std::vector<std::string>& fp32 = kDefaultFp32) {
   ModelConfig config;
   config.name = name;
-  config.bert_head = head;
+  config.options.set("model.head", std::string(head));
   config.dropout = 0.0;
   return build_model(config, text_shape(128, vocab, classes), mpt::precision::ModulePolicy(fp32));
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "hardware/cpu_tensor_memory.h"
+#include "models/resnet.h"
 #include "models/registry.h"
 #include "ops/bf16_gemm_emulation.h"
 #include "precision/autocast.h"
@@ -36,8 +37,8 @@ Outcome one_step(const std::string& name, Recompute recompute, const precision::
   models::ModelConfig model_config;
   model_config.name = name;
   model_config.dropout = 0.1;
-  model_config.bert_head = "classification";
-  model_config.resnet.small_input = true;
+  model_config.options.set("model.head", std::string("classification"));
+  model_config.options.set("model.small_input", true);
   const bool text = name.rfind("bert", 0) == 0;
   data::SampleShape sample = text ? data::SampleShape{} : testing::image_sample(3, 16, 10);
   if (text) sample.seq_len = 32, sample.vocab_size = 200, sample.num_classes = 3;

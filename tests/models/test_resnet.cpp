@@ -1,6 +1,7 @@
 // ResNet: torchvision's exact parameter counts and state-dict names, shapes, and norms in FP32 under BF16.
 #include <catch2/catch.hpp>
 
+#include "models/resnet.h"
 #include "models/registry.h"
 #include "precision/autocast.h"
 #include "tests/support/helpers.h"
@@ -21,7 +22,7 @@ Model resnet(const std::string& name, int64_t channels, int64_t classes, bool sm
              const std::vector<std::string>& fp32 = {"fc", "*bn*", "*downsample.1"}) {
   ModelConfig config;
   config.name = name;
-  config.resnet.small_input = small;
+  config.options.set("model.small_input", small);
   return build_model(config, image_sample(channels, 224, classes), mpt::precision::ModulePolicy(fp32));
 }
 
@@ -90,7 +91,7 @@ TEST_CASE("batch norm on BF16 activations computes in FP32: the output is FP32 b
 TEST_CASE("zero_init_residual zeroes each block's last norm", "[fast][models]") {
   ModelConfig config;
   config.name = "resnet18";
-  config.resnet.zero_init_residual = true;
+  config.options.set("model.zero_init_residual", true);
   Model model = build_model(config, image_sample(3, 224, 10), mpt::precision::ModulePolicy());
   auto params = model->named_parameters();
   CHECK(params["layer1.0.bn2.weight"].abs().sum().item<double>() == 0.0);
@@ -107,10 +108,10 @@ TEST_CASE("forward MACs: ResNet-50 at 224 px is torchvision's 4.09 GMACs", "[fas
 TEST_CASE("channels_last keeps the same function: same weights, same logits, NHWC layout", "[fast][models]") {
   ModelConfig config;
   config.name = "resnet18";
-  config.resnet.small_input = true;
+  config.options.set("model.small_input", true);
   torch::manual_seed(3);
   Model nchw = build_model(config, image_sample(3, 224, 10), mpt::precision::ModulePolicy());
-  config.resnet.channels_last = true;
+  config.options.set("model.channels_last", true);
   torch::manual_seed(3);
   Model nhwc = build_model(config, image_sample(3, 224, 10), mpt::precision::ModulePolicy());
   auto weight = nhwc->named_parameters()["layer2.0.conv1.weight"];
@@ -130,7 +131,7 @@ TEST_CASE("convolutions over small channels-last images, run as matmuls, match t
   config.name = "resnet50";
   torch::manual_seed(5);
   Model nchw = build_model(config, image_sample(3, 64, 10), mpt::precision::ModulePolicy());
-  config.resnet.channels_last = true;
+  config.options.set("model.channels_last", true);
   torch::manual_seed(5);
   Model nhwc = build_model(config, image_sample(3, 64, 10), mpt::precision::ModulePolicy());
   const torch::Tensor x = torch::randn({2, 3, 64, 64});

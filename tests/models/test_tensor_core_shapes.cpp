@@ -1,6 +1,7 @@
 // The Tensor Core shape check: which GEMM and convolution sizes it reports, and which it leaves alone.
 #include <catch2/catch.hpp>
 
+#include "models/resnet.h"
 #include "models/registry.h"
 #include "models/tensor_core_shapes.h"
 #include "tests/support/helpers.h"
@@ -22,7 +23,7 @@ mpt::precision::PrecisionConfig precision(const std::string& mode, std::vector<s
 Model mlp(std::vector<int64_t> hidden_sizes) {
   ModelConfig config;
   config.name = "mlp";
-  config.mlp.hidden_sizes = std::move(hidden_sizes);
+  config.options.set("model.hidden_sizes", std::move(hidden_sizes));
   return build_model(config, mpt::testing::image_sample(1, 28, 10), mpt::precision::ModulePolicy({"head"}));
 }
 

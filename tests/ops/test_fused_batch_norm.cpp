@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "models/resnet.h"
 #include "models/registry.h"
 #include "ops/dispatch.h"
 #include "ops/fused_batch_norm.h"
@@ -138,7 +139,7 @@ TEST_CASE("fused batch norm leaves to LibTorch what it does not cover", "[fast][
 TEST_CASE("a BF16 channels-last ResNet-18 in training runs every norm through the fused op", "[fast][models]") {
   mpt::models::ModelConfig config;
   config.name = "resnet18";
-  config.resnet.channels_last = true;
+  config.options.set("model.channels_last", true);
   torch::manual_seed(2);
   mpt::models::Model model =
       mpt::models::build_model(config, mpt::testing::image_sample(3, 32, 10), mpt::precision::ModulePolicy({"fc"}));

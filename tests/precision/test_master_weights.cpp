@@ -48,7 +48,7 @@ TEST_CASE("master_weights keeps FP32 masters and BF16 model weights outside the 
 TEST_CASE("master_weights keeps the norm layers' weights FP32 without listing them as islands", "[fast][precision]") {
   mpt::models::ModelConfig config;
   config.name = "resnet18";
-  config.resnet.small_input = true;
+  config.options.set("model.small_input", true);
   const ModulePolicy policy(std::vector<std::string>{"fc"});
   mpt::models::Model model = mpt::models::build_model(config, mpt::testing::image_sample(1, 28, 10), policy);
   MasterWeights master(*model, policy, torch::kBFloat16);

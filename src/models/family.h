@@ -1,0 +1,53 @@
+// A model family as one descriptor: the names it answers to, the spec keys it alone reads (bound to its own config
+// struct, common/keys.h), what its inputs are, the blocks it can recompute, and how it is built and checked. The
+// registry lists the families; the key table, the relevance rules and model.name's choices are assembled from them
+// (run/plugins.cpp), so a new family is its model file and this descriptor, and a line in the registry.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/keys.h"
+#include "data/dataset.h"
+#include "models/model.h"
+#include "models/recompute.h"
+#include "precision/policy.h"
+
+namespace mpt::models {
+
+// The spec's model section: what every family shares, and the values of the chosen family's own keys.
+struct ModelConfig {
+  std::string name = "mlp";            // a preset of one family
+  double dropout = 0.0;                // the families that take model.dropout
+  std::string init_from;               // weights file to start from ("" = fresh initialisation)
+  std::vector<std::string> init_skip;  // globs over tensor names that keep their initialisation
+  keys::Options options;               // model.hidden_sizes, model.small_input, ...: the family's own keys
+};
+
+// A problem with the model section found before any work, under the key it concerns.
+struct ModelProblem {
+  std::string key;
+  std::string message;
+};
+
+// The model `config` names, shaped for the data's samples (input features, channels, vocabulary, classes);
+// `memory` says which blocks recompute their activations in backward.
+using ModelBuilder = std::function<Model(const ModelConfig&, const MemoryConfig&, const data::SampleShape&,
+                                         const precision::ModulePolicy&)>;
+
+struct ModelFamily {
+  std::string prefix;                // "mlp", "resnet", "bert", "vit"
+  std::string title;                 // as messages name it: "MLP", "ResNet", "BERT", "ViT"
+  data::Modality modality;           // what its inputs are
+  std::vector<std::string> presets;  // the model.name values it takes
+  std::vector<keys::KeySpec> keys;   // the model.* keys it alone reads
+  bool takes_dropout = false;        // model.dropout applies
+  // Its output layers and norms: a default precision.fp32_modules gains those it does not already hold.
+  std::vector<std::string> fp32_modules;
+  std::vector<Recompute> recomputes = {Recompute::kNone};  // the memory.activation_checkpointing modes it has
+  ModelBuilder build;
+  std::function<std::vector<ModelProblem>(const ModelConfig&)> check;  // null: nothing to check
+};
+
+}  // namespace mpt::models

@@ -1,0 +1,26 @@
+// Pieces every transformer family shares (BERT, ViT, the decoders next): the attention core with its FP32
+// softmax, heads split and merged, and a LayerNorm run through its precision runner.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "precision/policy.h"
+
+namespace mpt::models {
+
+// softmax(q k^T / sqrt(d) + mask_bias) v with dropout `p` on the probabilities, for q, k, v (B, h, S, d): the
+// products in their dtype, scaling, masking and the softmax always in FP32 (one fused pass on CPU,
+// ops::attention_probabilities). mask_bias (B, 1, 1, S) FP32: 0 where attended, a large negative number elsewhere.
+torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& mask_bias, double p, bool training);
+
+// (B, S, H) -> (B, h, S, H / h), and back.
+torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);
+torch::Tensor merge_heads(const torch::Tensor& x);
+
+// A LayerNorm through its runner: in FP32 when the policy keeps it there, otherwise in the input's dtype with the
+// affine parameters cast to match (LayerNorm has no mixed-dtype kernel).
+torch::Tensor layer_norm_through(const precision::ModuleRunner& runner, const torch::nn::LayerNorm& norm,
+                                 const torch::Tensor& x);
+
+}  // namespace mpt::models

@@ -1,0 +1,27 @@
+#include "run/plugins.h"
+
+#include <mutex>
+#include <string>
+
+#include "config/schema.h"
+#include "models/registry.h"
+
+namespace mpt::run {
+
+void install_plugins() {
+  static const std::string kDropout = "model.dropout", kCheckpointing = "memory.activation_checkpointing";
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const models::ModelFamily& family : models::model_families()) {
+      keys::KeyGroup group;
+      group.deciding_key = "model.name";
+      group.names = family.presets;
+      group.keys = family.keys;
+      if (family.takes_dropout) group.enables.push_back(kDropout);
+      if (family.recomputes.size() > 1) group.enables.push_back(kCheckpointing);
+      config::add_plugin_keys(group);
+    }
+  });
+}
+
+}  // namespace mpt::run
