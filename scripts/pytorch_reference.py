@@ -110,6 +110,14 @@ def build(args):
         return Mlp(args.channels * args.size * args.size, args.hidden, 10), (args.channels, args.size, args.size)
     if args.model == "bert-base":
         return BertMlm(dropout=args.dropout), None
+    if args.model.startswith("vit-"):  # torchvision's ViT, its stem taking the data's channels, its head FP32
+        from torchvision.models.vision_transformer import VisionTransformer
+
+        hidden, heads = {"vit-tiny": (192, 3), "vit-small": (384, 6), "vit-b16": (768, 12)}[args.model]
+        model = VisionTransformer(args.size, args.patch, 12, heads, hidden, 4 * hidden, num_classes=10)
+        model.conv_proj = nn.Conv2d(args.channels, hidden, args.patch, args.patch)
+        model.heads = Fp32(model.heads)
+        return model, (args.channels, args.size, args.size)
     import torchvision
 
     model = getattr(torchvision.models, args.model)(num_classes=10)
@@ -150,7 +158,8 @@ def make_optimizer(name, parameters, cuda):
 def main():
     global DEVICE
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="mlp", help="mlp, a torchvision resnet name, or bert-base")
+    parser.add_argument("--model", default="mlp", help="mlp, a torchvision resnet name, bert-base, or vit-tiny|small|b16")
+    parser.add_argument("--patch", type=int, default=16, help="ViT: patch side (mpt's model.patch_size)")
     parser.add_argument("--hidden", type=int, nargs="*", default=[512])
     parser.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16"], default="bf16")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")

@@ -6,11 +6,12 @@
 #include "models/bert.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
+#include "models/vit.h"
 
 namespace mpt::models {
 
 const std::vector<ModelFamily>& model_families() {
-  static const std::vector<ModelFamily> families = {mlp_family(), resnet_family(), bert_family()};
+  static const std::vector<ModelFamily> families = {mlp_family(), resnet_family(), bert_family(), vit_family()};
   return families;
 }
 

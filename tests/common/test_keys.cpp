@@ -49,9 +49,9 @@ TEST_CASE("a plug-in's key row takes its type and default from its member", "[fa
 
 TEST_CASE("the key table holds every model family's keys, and a late plug-in is refused", "[fast][config]") {
   REQUIRE(mpt::config::find_key("model.small_input") != nullptr);
-  REQUIRE(mpt::config::find_key("model.heads") != nullptr);
+  REQUIRE(mpt::config::find_key("model.patch_size") != nullptr);
   const auto& names = mpt::config::find_key("model.name")->choices;
-  CHECK(std::find(names.begin(), names.end(), "bert-base") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "vit-b16") != names.end());
   CHECK(std::find(names.begin(), names.end(), "resnet50") != names.end());
   mpt::keys::KeyGroup late;
   late.deciding_key = "model.name";

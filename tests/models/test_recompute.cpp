@@ -39,6 +39,7 @@ Outcome one_step(const std::string& name, Recompute recompute, const precision::
   model_config.dropout = 0.1;
   model_config.options.set("model.head", std::string("classification"));
   model_config.options.set("model.small_input", true);
+  model_config.options.set("model.patch_size", int64_t{4});
   const bool text = name.rfind("bert", 0) == 0;
   data::SampleShape sample = text ? data::SampleShape{} : testing::image_sample(3, 16, 10);
   if (text) sample.seq_len = 32, sample.vocab_size = 200, sample.num_classes = 3;
@@ -113,11 +114,22 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("full checkpointing of ViT blocks gives bit-identical gradients under every recipe",
+          "[fast][models][memory]") {
+  using precision::Mode, precision::Strategy;
+  check_recompute("vit-tiny", Recompute::kFull, Mode::kFp32, Strategy::kAutocast);
+  check_recompute("vit-tiny", Recompute::kFull, Mode::kMixedBf16, Strategy::kAutocast);
+  check_recompute("vit-tiny", Recompute::kFull, Mode::kMixedBf16, Strategy::kMasterWeights);
+  check_recompute("vit-tiny", Recompute::kFull, Mode::kFp8, Strategy::kMasterWeights, "delayed");
+  check_recompute("vit-tiny", Recompute::kFull, Mode::kFp8, Strategy::kMasterWeights, "mxfp8");
+}
+
 TEST_CASE("checkpointing changes nothing in evaluation, and a model family says which modes it has blocks for",
           "[fast][models][memory]") {
   CHECK((models::model_family("mlp").recomputes == std::vector<Recompute>{Recompute::kNone}));
   CHECK(models::model_family("resnet50").recomputes.size() == 2);
   CHECK(models::model_family("bert-base").recomputes.size() == 3);
+  CHECK(models::model_family("vit-b16").recomputes.size() == 2);
   CHECK(models::parse_recompute("selective") == Recompute::kSelective);
   CHECK_THROWS_AS(models::parse_recompute("some"), UsageError);
 }
