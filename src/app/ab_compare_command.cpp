@@ -18,9 +18,9 @@
 #include "run/resolve.h"
 #include "run/run_dir.h"
 #include "run/sections.h"
-#include "run/tracking.h"
 #include "tools/compare/comparison.h"
 #include "tools/compare/report.h"
+#include "tools/tracking/tracker.h"
 
 namespace mpt::app {
 namespace {
@@ -165,18 +165,16 @@ void find_max_batches(const AbCompareOptions& options, compare::Comparison& comp
   compare::use_max_batch(comparison, budget, batches[0], batches[1]);
 }
 
-// The comparison as an MLflow parent run with the sides as children, when side A's spec (or MLFLOW_TRACKING_URI)
-// asks for tracking.
+// The comparison handed to every tracker side A's spec (or a tracker's environment variables) turns on: for
+// MLflow, a parent run with the sides as children.
 void track_comparison(const AbCompareOptions& options, const std::string& out) {
   const bool dirs = fs::is_directory(options.a);
   const config::Spec spec = run::load_resolved_spec(dirs ? options.a + "/config.yaml" : options.a,
                                                     dirs ? std::vector<std::string>{} : options.overrides);
-  const std::optional<mlflow::Target> target =
-      run::mlflow_target(run::read_sections(spec).mlflow, "mpt ab-compare " + options.a + " " + options.b);
-  if (target)
-    mlflow::deliver_or_spool(*target, out, "comparison", [](const std::string& line) {
-      std::cerr << "ab-compare: " << terminal_safe(line) << "\n";
-    });
+  const std::string source = "mpt ab-compare " + options.a + " " + options.b;
+  for (const auto& tracker : tracking::open_trackers(run::read_sections(spec).tracking, {source}))
+    tracker->deliver(out, "comparison",
+                     [](const std::string& line) { std::cerr << "ab-compare: " << terminal_safe(line) << "\n"; });
 }
 
 int finish(const AbCompareOptions& options, const std::string& out, const std::vector<compare::RunRecord>& a_runs,

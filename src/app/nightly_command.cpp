@@ -8,9 +8,9 @@
 #include "app/commands.h"
 #include "common/dir_lock.h"
 #include "common/echo.h"
-#include "run/tracking.h"
 #include "tools/nightly/night.h"
 #include "tools/nightly/suite.h"
+#include "tools/tracking/tracker.h"
 
 namespace mpt::app {
 namespace {
@@ -22,9 +22,8 @@ void request_stop(int) { g_stop_requested = 1; }
 
 int run_nightly(const NightlyOptions& options) {
   const nightly::Suite suite = nightly::load_suite(options.suite_path);
-  const std::optional<mlflow::Target> tracking =
-      run::mlflow_target({suite.mlflow.uri, suite.mlflow.experiment, "", suite.mlflow.spool, suite.mlflow.tags},
-                         "mpt nightly " + options.suite_path, options.suite_path + ": mlflow");
+  const auto trackers =
+      tracking::open_trackers(suite.tracking, {"mpt nightly " + options.suite_path, options.suite_path + ": "});
   const std::string root = options.root.empty() ? "runs/nightly/" + suite.name : options.root;
   std::filesystem::create_directories(root);
   const DirectoryLock lock(root, "mpt nightly");
@@ -37,9 +36,9 @@ int run_nightly(const NightlyOptions& options) {
 
   const nightly::NightOutcome outcome = nightly::run_night(suite, root, &g_stop_requested);
   for (const auto& line : outcome.report) std::cout << line << "\n";
-  if (tracking)
-    mlflow::deliver_or_spool(*tracking, outcome.night_dir, "night",
-                             [](const std::string& line) { std::cout << "nightly: " << terminal_safe(line) << "\n"; });
+  for (const auto& tracker : trackers)
+    tracker->deliver(outcome.night_dir, "night",
+                     [](const std::string& line) { std::cout << "nightly: " << terminal_safe(line) << "\n"; });
   return outcome.exit_code;
 }
 

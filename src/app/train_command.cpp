@@ -20,8 +20,7 @@
 #include "run/run_trace.h"
 #include "run/sections.h"
 #include "run/stack.h"
-#include "run/tracking.h"
-#include "tools/mlflow/live_tracker.h"
+#include "tools/tracking/tracker.h"
 #include "train/trainer.h"
 
 namespace mpt::app {
@@ -119,14 +118,23 @@ int finish_run(const train::TrainResult& result, train::RunContext context, cons
   return code;
 }
 
-// The MLflow run that follows this one (rank 0 only), when the spec or MLFLOW_TRACKING_URI asks for one.
-std::unique_ptr<mlflow::LiveTracker> start_tracking(const std::optional<mlflow::Target>& target,
-                                                    const run::RunDirectory& dir, bool main_rank) {
-  if (!target || !main_rank) return nullptr;
+using Followers = std::vector<std::unique_ptr<tracking::RunFollower>>;
+
+// What follows this run (rank 0 only): every tracker the spec, or a tracker's own environment variables, turn on.
+Followers start_tracking(const std::vector<std::unique_ptr<tracking::Tracker>>& trackers, const run::RunDirectory& dir,
+                         bool main_rank) {
+  Followers followers;
+  if (!main_rank) return followers;
   std::shared_ptr<spdlog::logger> logger = dir.logger();
-  return std::make_unique<mlflow::LiveTracker>(
-      *target, dir.dir(), [logger](const std::string& line) { logger->info("{}", line); },
-      [logger](const std::string& line) { logger->warn("{}", line); });
+  for (const auto& tracker : trackers)
+    followers.push_back(tracker->follow_run(
+        dir.dir(), [logger](const std::string& line) { logger->info("{}", line); },
+        [logger](const std::string& line) { logger->warn("{}", line); }));
+  return followers;
+}
+
+void finish_tracking(const Followers& followers) {
+  for (const auto& follower : followers) follower->finish();
 }
 
 std::string command_line(const TrainOptions& options) {
@@ -147,7 +155,7 @@ int run_train(const TrainOptions& options) {
   const double started_at = seconds_since_epoch();
   const config::Spec spec = run::load_resolved_spec(options.spec_path, options.overrides);
   run::ExperimentConfig c = run::read_sections(spec);
-  const std::optional<mlflow::Target> tracking = run::mlflow_target(c.mlflow, command_line(options));
+  const auto trackers = tracking::open_trackers(c.tracking, {command_line(options)});
   // Data parallelism when a launcher (or --nproc) set the job up: join before touching the run directory.
   const std::optional<distributed::LaunchInfo> launch = distributed::launch_from_environment();
   distributed::Group group = launch ? distributed::Group::join(*launch, c.distributed) : distributed::Group();
@@ -187,7 +195,7 @@ int run_train(const TrainOptions& options) {
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
   dir.keep();
-  const std::unique_ptr<mlflow::LiveTracker> tracker = start_tracking(tracking, dir, group.is_main());
+  const Followers followers = start_tracking(trackers, dir, group.is_main());
   train::RunContext context = run::run_context(c, machine, stack, group);
   context.started_at = started_at;
   train::TrainResult result;
@@ -197,13 +205,13 @@ int run_train(const TrainOptions& options) {
   } catch (const std::exception& e) {
     context.ended_at = seconds_since_epoch();
     run::record_failure(dir.dir(), group.rank(), step.state().step, e, context, dir.events(), dir.logger());
-    if (tracker) tracker->finish();
+    finish_tracking(followers);
     throw;
   }
   context.wall_time_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   context.ended_at = seconds_since_epoch();
   const int code = finish_run(result, context, memory, dir, group.is_main());
-  if (tracker) tracker->finish();
+  finish_tracking(followers);
   return code;
 }
 

@@ -43,6 +43,10 @@ struct KeySpec {
     is_path = true;
     return *this;
   }
+  KeySpec& may_differ_on_resume() {
+    resumable = true;
+    return *this;
+  }
 };
 
 // A key's value as a plug-in receives it.
@@ -64,7 +68,8 @@ class Options {
 
 // The keys of a plug-in that apply only when `deciding_key` names it (model.name: resnet50), the names it answers
 // to (added to the deciding key's choices), and keys declared elsewhere that it gives a meaning to (a family with
-// blocks to recompute makes memory.activation_checkpointing apply).
+// blocks to recompute makes memory.activation_checkpointing apply). Without a deciding key (a tracker's keys) the
+// keys always apply.
 struct KeyGroup {
   std::string deciding_key;
   std::vector<std::string> names;

@@ -43,6 +43,7 @@ std::vector<Condition> fixed_conditions() {
 std::vector<Condition> plugin_conditions() {
   std::map<std::string, Condition> by_key;
   for (const auto& group : plugin_key_groups()) {
+    if (group.deciding_key.empty()) continue;  // its keys always apply
     std::vector<std::string> keys = group.enables;
     for (const auto& key : group.keys) keys.push_back(key.key);
     for (const auto& key : keys) {

@@ -241,26 +241,9 @@ std::vector<KeySpec> system_keys() {
   };
 }
 
-std::vector<KeySpec> tracking_keys() {
-  return {
-      resumable(text("tracking.mlflow.uri", "\"\"",
-                     "MLflow tracking server (http:// or https://) that receives the run: params, metrics, events, "
-                     "summary and key files. Empty: MLFLOW_TRACKING_URI, and no tracking when that is unset too; "
-                     "off: no tracking.")),
-      resumable(text("tracking.mlflow.experiment", "\"\"",
-                     "MLflow experiment (created when missing). Empty: MLFLOW_EXPERIMENT_NAME, else Default.")),
-      resumable(text("tracking.mlflow.run_name", "\"\"", "MLflow run name. Empty: the run directory's name.")),
-      resumable(list("tracking.mlflow.tags", KeyType::kStringList, "[]", 0,
-                     "Tags set on the MLflow run, each KEY=VALUE (e.g. [team=vision, ticket=ML-42]).")),
-      resumable(text("tracking.mlflow.spool", "\"\"",
-                     "Folder where runs wait when the server does not answer; the next tracked mpt command delivers "
-                     "them. Empty: $XDG_CACHE_HOME/mpt/mlflow-spool (else ~/.cache/mpt/mlflow-spool).")),
-  };
-}
-
 std::vector<KeySpec> build_schema() {
   std::vector<KeySpec> all;
-  for (auto section : {experiment_and_model_keys, data_keys, precision_keys, training_keys, system_keys, tracking_keys})
+  for (auto section : {experiment_and_model_keys, data_keys, precision_keys, training_keys, system_keys})
     for (auto& key : section()) all.push_back(std::move(key));
   return all;
 }
@@ -283,15 +266,17 @@ std::vector<KeySpec> assemble() {
     return std::find_if(table.begin(), table.end(), [&](const KeySpec& spec) { return spec.key == key; });
   };
   for (const auto& group : groups()) {
-    auto deciding = row(group.deciding_key);
-    if (deciding == table.end()) throw Error("a plug-in names " + group.deciding_key + ", which is no spec key");
-    for (const auto& name : group.names) deciding->choices.push_back(name);
+    if (!group.deciding_key.empty()) {
+      auto deciding = row(group.deciding_key);
+      if (deciding == table.end()) throw Error("a plug-in names " + group.deciding_key + ", which is no spec key");
+      for (const auto& name : group.names) deciding->choices.push_back(name);
+    }
     for (const auto& key : group.keys) {
       if (row(key.key) != table.end()) continue;  // another plug-in of the kind declares it too (add_plugin_keys)
       const std::string section = key.key.substr(0, key.key.find('.') + 1);
       auto last = std::find_if(table.rbegin(), table.rend(),
                                [&](const KeySpec& spec) { return spec.key.rfind(section, 0) == 0; });
-      table.insert(last.base(), key);
+      table.insert(last == table.rend() ? table.end() : last.base(), key);  // a section of plug-ins only: last
     }
   }
   return table;

@@ -5,6 +5,7 @@
 
 #include "config/schema.h"
 #include "models/registry.h"
+#include "tools/tracking/tracker.h"
 
 namespace mpt::run {
 
@@ -19,6 +20,11 @@ void install_plugins() {
       group.keys = family.keys;
       if (family.takes_dropout) group.enables.push_back(kDropout);
       if (family.recomputes.size() > 1) group.enables.push_back(kCheckpointing);
+      config::add_plugin_keys(group);
+    }
+    for (const tracking::TrackerKind& kind : tracking::tracker_kinds()) {
+      keys::KeyGroup group;
+      group.keys = kind.keys;
       config::add_plugin_keys(group);
     }
   });

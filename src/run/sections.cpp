@@ -182,11 +182,6 @@ std::vector<KeyBinding> system_bindings() {
       binding("debug.die_at_step", &E::debug, &G::die_at_step),
       binding("debug.forbid_host_syncs", &E::debug, &G::forbid_host_syncs),
       binding("debug.slow_down", &E::debug, &G::slow_down),
-      binding("tracking.mlflow.uri", &E::mlflow, &MlflowSection::uri),
-      binding("tracking.mlflow.experiment", &E::mlflow, &MlflowSection::experiment),
-      binding("tracking.mlflow.run_name", &E::mlflow, &MlflowSection::run_name),
-      binding("tracking.mlflow.tags", &E::mlflow, &MlflowSection::tags),
-      binding("tracking.mlflow.spool", &E::mlflow, &MlflowSection::spool),
   };
 }
 
@@ -249,8 +244,11 @@ ExperimentConfig read_sections(const config::Spec& spec) {
   for (const auto& binding : key_bindings()) binding.read(spec, c);
   for (const auto& row : config::schema()) {
     if (!is_plugin_key(row.key)) continue;
-    if (row.key.rfind("model.", 0) != 0) throw Error("a plug-in key outside model.*: " + row.key);
-    c.model.options.set(row.key, plugin_value(spec, row));
+    keys::Options& options = row.key.rfind("model.", 0) == 0 ? c.model.options
+                             : row.key.rfind("tracking.", 0) == 0
+                                 ? c.tracking
+                                 : throw Error("a plug-in key in no section: " + row.key);
+    options.set(row.key, plugin_value(spec, row));
   }
   c.schedule.peak_lr = c.optimizer.lr;  // before the linear scaling rule, which the wiring applies
   return c;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/keys.h"
 #include "config/spec.h"
 #include "data/dataset.h"
 #include "distributed/process_group.h"
@@ -24,12 +25,6 @@ struct ExperimentSection {
   std::string output_root = "runs";
 };
 
-// tracking.mlflow: where the run is tracked (run/tracking.h resolves it with MLflow's environment variables).
-struct MlflowSection {
-  std::string uri, experiment, run_name, spool;
-  std::vector<std::string> tags;  // KEY=VALUE
-};
-
 // One member per section of the spec, each the struct its component takes.
 struct ExperimentConfig {
   ExperimentSection experiment;
@@ -44,7 +39,7 @@ struct ExperimentConfig {
   hardware::DeviceConfig device;
   distributed::DistributedConfig distributed;
   train::DebugConfig debug;
-  MlflowSection mlflow;
+  keys::Options tracking;  // the trackers' keys (tools/tracking/tracker.h)
 };
 
 ExperimentConfig read_sections(const config::Spec& spec);

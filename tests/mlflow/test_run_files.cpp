@@ -6,10 +6,12 @@
 #include <fstream>
 
 #include "common/error.h"
-#include "run/tracking.h"
+#include "config/schema.h"
 #include "tests/support/fake_server.h"
 #include "tests/support/helpers.h"
 #include "tools/mlflow/spool.h"
+#include "tools/mlflow/tracker.h"
+#include "tools/mlflow/http.h"
 #include "tools/mlflow/run_files.h"
 
 using namespace mpt;
@@ -94,26 +96,47 @@ TEST_CASE("mlflow reads only the complete lines of a growing JSONL file, each on
   CHECK(offset == std::filesystem::file_size(path));
 }
 
+namespace {
+
+// The tracking.mlflow keys as a spec gives them to the tracker.
+struct Section {
+  std::string uri, experiment;
+  std::vector<std::string> tags;
+  keys::Options values() const {
+    keys::Options options;
+    options.set("tracking.mlflow.uri", uri);
+    options.set("tracking.mlflow.experiment", experiment);
+    options.set("tracking.mlflow.tags", tags);
+    return options;
+  }
+};
+
+std::optional<Target> target_of(const Section& section, const std::string& where = "tracking.") {
+  return read_target(section.values(), {"mpt train x.yaml", where});
+}
+
+}  // namespace
+
 TEST_CASE("mlflow target: the spec's keys over MLflow's variables, and clear refusals", "[fast][mlflow]") {
-  run::MlflowSection section;
+  Section section;
   section.uri = "http://tracker:5000";
   section.tags = {"team=vision", "empty="};
-  const auto target = run::mlflow_target(section, "mpt train x.yaml");
+  const auto target = target_of(section);
   REQUIRE(target);
   CHECK(target->experiment ==
         (std::getenv("MLFLOW_EXPERIMENT_NAME") ? std::getenv("MLFLOW_EXPERIMENT_NAME") : "Default"));
   CHECK(target->tags == KeyValues{{"team", "vision"}, {"empty", ""}});
   CHECK(!target->spool.empty());
   section.uri = "off";
-  CHECK(!run::mlflow_target(section, ""));
+  CHECK(!target_of(section));
   section.uri = "file:///tmp/mlruns";
-  CHECK_THROWS_WITH(run::mlflow_target(section, ""), Catch::Contains("tracking.mlflow.uri 'file:///tmp/mlruns'") &&
-                                                         Catch::Contains("http:// or https://"));
+  CHECK_THROWS_WITH(target_of(section), Catch::Contains("tracking.mlflow.uri 'file:///tmp/mlruns'") &&
+                                            Catch::Contains("http:// or https://"));
   section.uri = "http://tracker:5000";
   section.tags = {"=x"};
-  CHECK_THROWS_WITH(run::mlflow_target(section, ""), Catch::Contains("'=x' is not KEY=VALUE"));
+  CHECK_THROWS_WITH(target_of(section), Catch::Contains("'=x' is not KEY=VALUE"));
   section.tags = {std::string(300, 'k') + "=v"};
-  CHECK_THROWS_WITH(run::mlflow_target(section, ""), Catch::Contains("MLflow keeps tag keys of at most 250 bytes"));
+  CHECK_THROWS_WITH(target_of(section), Catch::Contains("MLflow keeps tag keys of at most 250 bytes"));
   section.tags = {};
   for (const auto& [uri, problem] : std::vector<std::pair<std::string, std::string>>{
            {"http://tracker\n:5000", "byte 14 is the control character \\x0a"},
@@ -121,25 +144,40 @@ TEST_CASE("mlflow target: the spec's keys over MLflow's variables, and clear ref
            {"http://", "no host after the scheme"},
            {"http://***@tracker:5000", "masked (***)"}}) {
     section.uri = uri;
-    CHECK_THROWS_WITH(run::mlflow_target(section, ""), Catch::Contains(problem));
+    CHECK_THROWS_WITH(target_of(section), Catch::Contains(problem));
   }
 }
 
 TEST_CASE("tracking keys with no tracking server are refused, checked whether tracking is on or not",
           "[fast][mlflow]") {
   if (std::getenv("MLFLOW_TRACKING_URI")) MPT_SKIP("MLFLOW_TRACKING_URI is set in this environment");
-  run::MlflowSection section;
+  Section section;
   section.tags = {"novalue"};
-  CHECK_THROWS_WITH(run::mlflow_target(section, ""), Catch::Contains("'novalue' is not KEY=VALUE"));
+  CHECK_THROWS_WITH(target_of(section), Catch::Contains("'novalue' is not KEY=VALUE"));
   section.tags = {"team=vision"};
-  CHECK_THROWS_WITH(run::mlflow_target(section, ""),
-                    Catch::Contains("tracking.mlflow.tags is set, but no tracking server is"));
+  CHECK_THROWS_WITH(target_of(section), Catch::Contains("tracking.mlflow.tags is set, but no tracking server is"));
   section.tags = {};
   section.experiment = "x";
-  CHECK_THROWS_WITH(run::mlflow_target(section, "", "mlflow"),
-                    Catch::Contains("mlflow.experiment is set, but no tracking server is"));
+  CHECK_THROWS_WITH(target_of(section, ""), Catch::Contains("mlflow.experiment is set, but no tracking server is"));
   section.uri = "off";  // turned off on purpose: the other keys may stay
-  CHECK(!run::mlflow_target(section, ""));
+  CHECK(!target_of(section));
+}
+
+TEST_CASE("trackers open from their own keys, which the key table holds once and applies always", "[fast][mlflow]") {
+  REQUIRE(tracking::tracker_kinds().size() >= 1);
+  for (const auto& kind : tracking::tracker_kinds())
+    for (const auto& key : kind.keys) {
+      const config::KeySpec* row = config::find_key(key.key);
+      REQUIRE(row != nullptr);
+      CHECK(row->doc == key.doc);
+      CHECK(key.key.rfind("tracking." + kind.name + ".", 0) == 0);
+    }
+  Section section;
+  section.uri = "off";
+  CHECK(tracking::open_trackers(section.values(), {"mpt train x.yaml"}).empty());
+  if (!http_available()) MPT_SKIP("this mpt was built without libcurl");
+  section.uri = "http://tracker:5000";
+  CHECK(tracking::open_trackers(section.values(), {"mpt train x.yaml"}).size() == 1);
 }
 
 TEST_CASE("after a resume cut its logs back, what MLflow already holds is not sent again, and counts stay true",

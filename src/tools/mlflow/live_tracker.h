@@ -12,10 +12,11 @@
 #include <thread>
 
 #include "tools/mlflow/spool.h"
+#include "tools/tracking/tracker.h"
 
 namespace mpt::mlflow {
 
-class LiveTracker {
+class LiveTracker : public tracking::RunFollower {
  public:
   using Say = std::function<void(const std::string&)>;
   // The longest the end of a run waits for the tracking server.
@@ -24,12 +25,12 @@ class LiveTracker {
   // Starts the thread; it first delivers what earlier runs left in the spool.
   LiveTracker(Target target, std::string run_dir, Say info, Say warn,
               std::chrono::milliseconds interval = std::chrono::seconds(10));
-  ~LiveTracker();  // without finish(): stops at once (the run failed before its summary)
+  ~LiveTracker() override;  // without finish(): stops at once (the run failed before its summary)
   LiveTracker(const LiveTracker&) = delete;
   LiveTracker& operator=(const LiveTracker&) = delete;
 
   // Delivers the final state (or spools it); call after summary.json is written.
-  void finish();
+  void finish() override;
 
  private:
   void loop();

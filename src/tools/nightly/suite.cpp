@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "config/load.h"
+#include "tools/tracking/tracker.h"
 
 namespace mpt::nightly {
 namespace {
@@ -194,18 +195,37 @@ std::vector<Job> read_jobs(SuiteReader& reader, const YAML::Node& root, const st
 
 }  // namespace
 
-void read_tracking(SuiteReader& reader, const YAML::Node& root, SuiteTracking& tracking) {
-  const YAML::Node node = root["mlflow"];
-  if (!node) return;
+// A tracker's section holds its spec keys without their tracking.<name>. prefix.
+void read_tracker(SuiteReader& reader, const YAML::Node& node, const tracking::TrackerKind& kind,
+                  keys::Options& tracking) {
+  const std::string prefix = "tracking." + kind.name + ".";
+  std::set<std::string> leaves;
+  std::string listed;
+  for (const auto& key : kind.keys) {
+    leaves.insert(key.key.substr(prefix.size()));
+    listed += (listed.empty() ? "" : ", ") + key.key.substr(prefix.size());
+  }
   if (!node.IsMap()) {
-    reader.problem(node, "mlflow: expected a mapping (uri, experiment, tags, spool)");
+    reader.problem(node, kind.name + ": expected a mapping (" + listed + ")");
     return;
   }
-  reader.check_keys(node, {"uri", "experiment", "tags", "spool"}, "mlflow");
-  reader.read(node, "uri", tracking.uri, "a tracking server address");
-  reader.read(node, "experiment", tracking.experiment, "an experiment name");
-  reader.read(node, "spool", tracking.spool, "a folder");
-  tracking.tags = reader.read_list(node, "tags");
+  reader.check_keys(node, leaves, kind.name);
+  for (const auto& key : kind.keys) {
+    const std::string leaf = key.key.substr(prefix.size());
+    if (!node[leaf]) continue;
+    if (key.type == keys::KeyType::kStringList) {
+      tracking.set(key.key, reader.read_list(node, leaf));
+    } else {
+      std::string value;
+      reader.read(node, leaf, value, "a string");
+      tracking.set(key.key, value);
+    }
+  }
+}
+
+void read_trackers(SuiteReader& reader, const YAML::Node& root, keys::Options& tracking) {
+  for (const auto& kind : tracking::tracker_kinds())
+    if (const YAML::Node node = root[kind.name]) read_tracker(reader, node, kind, tracking);
 }
 
 Suite load_suite(const std::string& path) {
@@ -214,14 +234,16 @@ Suite load_suite(const std::string& path) {
   Suite suite;
   suite.path = fs::absolute(path).string();
   suite.name = fs::path(path).stem().string();
-  reader.check_keys(root, {"suite", "jobs", "regression", "keep_nights", "disk_budget_gb", "mlflow"}, "suite");
+  std::set<std::string> sections = {"suite", "jobs", "regression", "keep_nights", "disk_budget_gb"};
+  for (const auto& kind : tracking::tracker_kinds()) sections.insert(kind.name);
+  reader.check_keys(root, sections, "suite");
   reader.read(root, "suite", suite.name, "a name");
   reader.read(root, "keep_nights", suite.keep_nights, "an integer");
   reader.read(root, "disk_budget_gb", suite.disk_budget_gb, "a number of GB");
   if (suite.keep_nights < 1) reader.problem(root["keep_nights"], "keep_nights: expected an integer >= 1");
   if (suite.disk_budget_gb < 0) reader.problem(root["disk_budget_gb"], "disk_budget_gb: expected >= 0");
   read_regression_rules(reader, root, suite.regression);
-  read_tracking(reader, root, suite.mlflow);
+  read_trackers(reader, root, suite.tracking);
   suite.jobs = read_jobs(reader, root, path);
   config::throw_if_errors("suite " + path, reader.problems());
   return suite;

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/keys.h"
+
 namespace mpt::nightly {
 
 struct Job {
@@ -29,13 +31,6 @@ struct RegressionRules {
   int speed_rounds = 3;
 };
 
-// mlflow: where the nights are tracked (empty uri: MLFLOW_TRACKING_URI, else none); each night is a parent run
-// with its jobs as child runs.
-struct SuiteTracking {
-  std::string uri, experiment, spool;
-  std::vector<std::string> tags;  // KEY=VALUE
-};
-
 struct Suite {
   std::string path;
   std::string name;
@@ -43,7 +38,9 @@ struct Suite {
   RegressionRules regression;
   int keep_nights = 14;         // retention: the newest good night is kept beyond this
   double disk_budget_gb = 0.0;  // 0: none; oldest nights go first (never the newest good one)
-  SuiteTracking mlflow;
+  // Each tracker's section (mlflow: uri, experiment, tags, spool, run_name), keyed as in a spec
+  // (tracking.mlflow.uri); MLflow tracks each night as a parent run with its jobs as child runs.
+  keys::Options tracking;
 };
 
 // Reads and validates SUITE.yaml; every problem is reported at once as a UsageError (exit 2) naming file:line.
