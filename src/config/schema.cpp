@@ -122,7 +122,7 @@ std::vector<KeySpec> precision_keys() {
            "encoder.ln) when it is the model. Batch norms keep FP32 weights and statistics and compute in FP32 on "
            "BF16/FP16 activations "
            "without being listed; add '*bn*' and '*downsample.1' to give them FP32 activations too."),
-      choice("precision.fp8.recipe", "delayed", {"delayed", "current", "mxfp8"},
+      choice("precision.fp8.recipe", "delayed", {},  // the GEMM formats' recipes (precision/gemm_formats.h)
              "fp8 scaling: delayed, each tensor's scale from the largest amax of its last amax_history steps, "
              "updated after each step (Transformer Engine); current, from the tensor's amax as it is cast (torchao); "
              "mxfp8, the OCP Microscaling format: E4M3 elements with one power-of-two scale per block of 32 along "

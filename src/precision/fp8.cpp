@@ -1,8 +1,8 @@
-// FP8 Linear layers (see fp8.h): the scales, the layers a model puts in FP8, and the autograd function whose
-// forward and backward GEMMs run on FP8 operands.
+// FP8 Linear layers (see fp8.h): the scales, the layers a model puts in FP8, and their GEMMs on FP8 operands.
 #include "precision/fp8.h"
 
-#include <ATen/autocast_mode.h>
+#include "precision/gemm_formats.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -78,21 +78,32 @@ void Fp8Scale::update() {
 }
 
 std::vector<GemmEligibility> fp8_eligibility(torch::nn::Module& model, const ModulePolicy& policy) {
-  std::vector<GemmEligibility> layers;
-  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-    const auto* linear = item.value()->as<torch::nn::Linear>();
-    if (!linear) continue;
-    GemmEligibility layer{item.key(), linear->options.in_features(), linear->options.out_features(), false, ""};
-    if (policy.runs_in_fp32(layer.name))
-      layer.why_not = "FP32: an FP32 island (precision.fp32_modules)";
-    else if (layer.in_features % 16 != 0)
-      layer.why_not = fmt::format("BF16: in_features {} not a multiple of 16", layer.in_features);
-    else if (layer.out_features % 16 != 0)
-      layer.why_not = fmt::format("BF16: out_features {} not a multiple of 16", layer.out_features);
-    layer.low_precision = layer.why_not.empty();
-    layers.push_back(std::move(layer));
-  }
-  return layers;
+  return linear_eligibility(model, policy, [](int64_t in_features, int64_t out_features) {
+    if (in_features % 16 != 0) return fmt::format("BF16: in_features {} not a multiple of 16", in_features);
+    if (out_features % 16 != 0) return fmt::format("BF16: out_features {} not a multiple of 16", out_features);
+    return std::string();
+  });
+}
+
+torch::Tensor Fp8Layer::forward(const torch::Tensor& rows, const torch::Tensor& w, bool record,
+                                torch::autograd::variable_list& saved) {
+  const torch::Tensor x_scale = input.scale_for(rows, record);
+  const torch::Tensor w_scale = weight.scale_for(w, record);
+  const torch::Tensor x_fp8 = ops::to_float8(rows, x_scale, ops::Float8::kE4M3);
+  const torch::Tensor w_fp8 = ops::to_float8(w, w_scale, ops::Float8::kE4M3);
+  saved = {x_fp8, w_fp8, x_scale, w_scale};
+  return ops::scaled_gemm(x_fp8, x_scale, w_fp8, w_scale, torch::kBFloat16);
+}
+
+std::pair<torch::Tensor, torch::Tensor> Fp8Layer::backward(const torch::Tensor& g,
+                                                           const torch::autograd::variable_list& saved,
+                                                           torch::ScalarType x_dtype, torch::ScalarType w_dtype) {
+  const torch::Tensor &x_fp8 = saved[0], &w_fp8 = saved[1], &x_scale = saved[2], &w_scale = saved[3];
+  const torch::Tensor g_scale = grad_output.scale_for(g, /*record=*/true);
+  const torch::Tensor g_fp8 = ops::to_float8(g, g_scale, ops::Float8::kE5M2);
+  // dX = dY W (M, K); dW = dY^T X (N, K): scaled_gemm takes both operands row-major, the second transposed.
+  return {ops::scaled_gemm(g_fp8, g_scale, w_fp8.t().contiguous(), w_scale, x_dtype),
+          ops::scaled_gemm(g_fp8.t().contiguous(), g_scale, x_fp8.t().contiguous(), x_scale, w_dtype)};
 }
 
 Fp8Gemms::Fp8Gemms(const Fp8Config& config, torch::nn::Module& model, const ModulePolicy& policy, torch::Device device)
@@ -100,9 +111,9 @@ Fp8Gemms::Fp8Gemms(const Fp8Config& config, torch::nn::Module& model, const Modu
   const auto modules = model.named_modules("", /*include_self=*/false);
   for (const GemmEligibility& verdict : eligibility_) {
     if (!verdict.low_precision) continue;
-    auto layer = std::make_unique<Fp8Layer>(Fp8Layer{verdict.name, Fp8Scale(ops::Float8::kE4M3, config_, device),
-                                                     Fp8Scale(ops::Float8::kE4M3, config_, device),
-                                                     Fp8Scale(ops::Float8::kE5M2, config_, device)});
+    auto layer = std::make_unique<Fp8Layer>(verdict.name, Fp8Scale(ops::Float8::kE4M3, config_, device),
+                                            Fp8Scale(ops::Float8::kE4M3, config_, device),
+                                            Fp8Scale(ops::Float8::kE5M2, config_, device));
     const torch::Tensor& weight = modules[verdict.name]->as<torch::nn::Linear>()->weight;
     by_weight_[weight.unsafeGetTensorImpl()] = layer.get();
     layers_.push_back(std::move(layer));
@@ -214,68 +225,20 @@ void Fp8Gemms::restore_report_state(const NamedTensors& saved) {
     for (const auto& [role, scale] : roles(*layer)) scale->saturated.fill_(counts[i++].item<int64_t>());
 }
 
-namespace {
-
-// y = x W^T + b with x and W cast to E4M3; backward casts the output gradient to E5M2. Saves the FP8 operands
-// (a quarter of FP32's bytes) for backward.
-struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const c10::optional<torch::Tensor>& bias, Fp8Layer* layer,
-                               bool record) {
-    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // our GEMM picks its dtypes
-    const torch::Tensor rows = x.reshape({-1, x.size(-1)});
-    const torch::Tensor x_scale = layer->input.scale_for(rows, record);
-    const torch::Tensor w_scale = layer->weight.scale_for(weight, record);
-    const torch::Tensor x_fp8 = ops::to_float8(rows, x_scale, ops::Float8::kE4M3);
-    const torch::Tensor w_fp8 = ops::to_float8(weight, w_scale, ops::Float8::kE4M3);
-    torch::Tensor out = ops::scaled_gemm(x_fp8, x_scale, w_fp8, w_scale, torch::kBFloat16);
-    if (bias) out.add_(bias->to(torch::kBFloat16));
-    ctx->save_for_backward({x_fp8, w_fp8, x_scale, w_scale});
-    ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
-    ctx->saved_data["x_shape"] = x.sizes().vec();
-    ctx->saved_data["x_dtype"] = x.scalar_type();
-    ctx->saved_data["w_dtype"] = weight.scalar_type();
-    ctx->saved_data["bias_dtype"] = bias ? bias->scalar_type() : torch::kFloat;
-    ctx->saved_data["has_bias"] = bias.has_value();
-    std::vector<int64_t> shape = x.sizes().vec();
-    shape.back() = weight.size(0);
-    return out.view(shape);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x_fp8 = saved[0], &w_fp8 = saved[1], &x_scale = saved[2], &w_scale = saved[3];
-    auto* layer = reinterpret_cast<Fp8Layer*>(ctx->saved_data["layer"].toInt());
-    const torch::Tensor g = grads[0].reshape({-1, w_fp8.size(0)});
-    const torch::Tensor g_scale = layer->grad_output.scale_for(g, /*record=*/true);
-    const torch::Tensor g_fp8 = ops::to_float8(g, g_scale, ops::Float8::kE5M2);
-    const auto x_dtype = ctx->saved_data["x_dtype"].toScalarType();
-    const auto w_dtype = ctx->saved_data["w_dtype"].toScalarType();
-    // dX = dY W (M, K); dW = dY^T X (N, K): scaled_gemm takes both operands row-major, the second transposed.
-    torch::Tensor grad_x = ops::scaled_gemm(g_fp8, g_scale, w_fp8.t().contiguous(), w_scale, x_dtype)
-                               .view(ctx->saved_data["x_shape"].toIntVector());
-    torch::Tensor grad_w = ops::scaled_gemm(g_fp8.t().contiguous(), g_scale, x_fp8.t().contiguous(), x_scale, w_dtype);
-    torch::Tensor grad_b;
-    if (ctx->saved_data["has_bias"].toBool())
-      grad_b = grads[0]
-                   .reshape({-1, w_fp8.size(0)})
-                   .to(torch::kFloat)
-                   .sum(0)
-                   .to(ctx->saved_data["bias_dtype"].toScalarType());
-    return {grad_x, grad_w, grad_b, torch::Tensor(), torch::Tensor()};
-  }
-};
-
-}  // namespace
+GemmFormatKind fp8_format() {
+  return {"FP8",
+          {"delayed", "current"},
+          fp8_eligibility,
+          [](const Fp8Config& config, torch::nn::Module& model, const ModulePolicy& policy, torch::Device device) {
+            return std::make_unique<Fp8Gemms>(config, model, policy, device);
+          }};
+}
 
 torch::Tensor Fp8Gemms::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                bool recomputing) {
   Fp8Layer* layer = layer_for(weight);
   if (!layer) return {};
-  // An undefined tensor cannot be a custom Function's input; an empty optional can.
-  return Fp8LinearFunction::apply(x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, layer,
-                                  torch::GradMode::is_enabled() && !recomputing);
+  return low_precision_linear(x, weight, bias, *layer, torch::GradMode::is_enabled() && !recomputing);
 }
 
 }  // namespace mpt::precision

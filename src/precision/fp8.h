@@ -20,6 +20,7 @@
 #include "ops/float8.h"
 #include "precision/fp8_config.h"
 #include "precision/gemm_format.h"
+#include "precision/low_precision_linear.h"
 #include "precision/policy.h"
 
 namespace mpt::precision {
@@ -45,8 +46,20 @@ class Fp8Scale {
   const Fp8Config& config_;
 };
 
-// The FP8 state of one Linear layer.
-struct Fp8Layer {
+// The FP8 state of one Linear layer, and its GEMMs: x and W cast to E4M3 forward, the output gradient to E5M2 in
+// backward, the FP8 operands (a quarter of FP32's bytes) saved for backward.
+struct Fp8Layer : public LayerGemms {
+  Fp8Layer(std::string name_, Fp8Scale input_, Fp8Scale weight_, Fp8Scale grad_output_)
+      : name(std::move(name_)),
+        input(std::move(input_)),
+        weight(std::move(weight_)),
+        grad_output(std::move(grad_output_)) {}
+  torch::Tensor forward(const torch::Tensor& rows, const torch::Tensor& w, bool record,
+                        torch::autograd::variable_list& saved) override;
+  std::pair<torch::Tensor, torch::Tensor> backward(const torch::Tensor& grad_rows,
+                                                   const torch::autograd::variable_list& saved,
+                                                   torch::ScalarType x_dtype, torch::ScalarType w_dtype) override;
+
   std::string name;
   Fp8Scale input, weight, grad_output;
 };
@@ -54,6 +67,10 @@ struct Fp8Layer {
 // Every Linear layer of `model` with its verdict: FP8 unless the policy keeps it in FP32 or a dimension is not a
 // multiple of 16 (what FP8 Tensor Cores need; the CPU emulation keeps the same rule so both pick the same layers).
 std::vector<GemmEligibility> fp8_eligibility(torch::nn::Module& model, const ModulePolicy& policy);
+
+struct GemmFormatKind;
+// FP8 with per-tensor scales as a GEMM format (precision/gemm_formats.h): recipes delayed and current.
+GemmFormatKind fp8_format();
 
 // The run's FP8 layers with per-tensor scales (precision.fp8.recipe delayed or current).
 class Fp8Gemms : public LowPrecisionGemms {

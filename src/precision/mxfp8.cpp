@@ -1,9 +1,9 @@
 // MXFP8 Linear layers (see mxfp8.h). M = rows of the input (batch x positions), K = in_features, N = out_features.
 #include "precision/mxfp8.h"
 
-#include <ATen/autocast_mode.h>
-
 #include "ops/mxfp8.h"
+#include "precision/gemm_formats.h"
+#include "precision/low_precision_linear.h"
 
 namespace mpt::precision {
 namespace {
@@ -18,67 +18,53 @@ torch::Tensor mx_product(const torch::Tensor& a, const torch::Tensor& b, torch::
                        ops::to_mxfp8(torch::constant_pad_nd(b, {0, pad})), out);
 }
 
-struct Mxfp8LinearFunction : public torch::autograd::Function<Mxfp8LinearFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const c10::optional<torch::Tensor>& bias) {
-    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // our GEMM picks its dtypes
-    const torch::Tensor rows = x.reshape({-1, x.size(-1)});                         // (M, K)
-    torch::Tensor out = mx_product(rows, weight, torch::kBFloat16);                 // (M, N)
-    if (bias) out.add_(bias->to(torch::kBFloat16));
-    ctx->save_for_backward({rows, weight});
-    ctx->saved_data["x_shape"] = x.sizes().vec();
-    ctx->saved_data["bias_dtype"] = bias ? bias->scalar_type() : torch::kFloat;
-    ctx->saved_data["has_bias"] = bias.has_value();
-    std::vector<int64_t> shape = x.sizes().vec();
-    shape.back() = weight.size(0);
-    return out.view(shape);
+// Both operands of each GEMM blocked along its reduction dimension; block scales keep no state, so `record` and
+// the saved operands are the plain ones.
+class Mxfp8LayerGemms : public LayerGemms {
+ public:
+  torch::Tensor forward(const torch::Tensor& rows, const torch::Tensor& weight, bool /*record*/,
+                        torch::autograd::variable_list& saved) override {
+    saved = {rows, weight};
+    return mx_product(rows, weight, torch::kBFloat16);  // (M, N), blocked along K
   }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
+  std::pair<torch::Tensor, torch::Tensor> backward(const torch::Tensor& g, const torch::autograd::variable_list& saved,
+                                                   torch::ScalarType x_dtype, torch::ScalarType w_dtype) override {
     const torch::Tensor &rows = saved[0], &weight = saved[1];
-    const torch::Tensor g = grads[0].reshape({-1, weight.size(0)});  // (M, N)
-    // dX = dY W: (M, N) x (K, N)^T, blocked along N.
-    const torch::Tensor grad_x =
-        mx_product(g, weight.t().contiguous(), rows.scalar_type()).view(ctx->saved_data["x_shape"].toIntVector());
-    // dW = dY^T X: (N, M) x (K, M)^T, blocked along M, the batch's rows.
-    const torch::Tensor grad_w = mx_product(g.t().contiguous(), rows.t().contiguous(), weight.scalar_type());
-    torch::Tensor grad_b;
-    if (ctx->saved_data["has_bias"].toBool())
-      grad_b = g.to(torch::kFloat).sum(0).to(ctx->saved_data["bias_dtype"].toScalarType());
-    return {grad_x, grad_w, grad_b};
+    // dX = dY W: (M, N) x (K, N)^T, blocked along N; dW = dY^T X: (N, M) x (K, M)^T, blocked along M, the rows.
+    return {mx_product(g, weight.t().contiguous(), x_dtype),
+            mx_product(g.t().contiguous(), rows.t().contiguous(), w_dtype)};
   }
 };
 
 }  // namespace
 
 std::vector<GemmEligibility> mxfp8_eligibility(torch::nn::Module& model, const ModulePolicy& policy) {
-  std::vector<GemmEligibility> layers;
-  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-    const auto* linear = item.value()->as<torch::nn::Linear>();
-    if (!linear) continue;
-    GemmEligibility layer{item.key(), linear->options.in_features(), linear->options.out_features(), false, ""};
-    if (policy.runs_in_fp32(layer.name)) layer.why_not = "FP32: an FP32 island (precision.fp32_modules)";
-    layer.low_precision = layer.why_not.empty();
-    layers.push_back(std::move(layer));
-  }
-  return layers;
+  return linear_eligibility(model, policy, [](int64_t, int64_t) { return std::string(); });
+}
+
+GemmFormatKind mxfp8_format() {
+  return {"MXFP8",
+          {"mxfp8"},
+          mxfp8_eligibility,
+          [](const Fp8Config&, torch::nn::Module& model, const ModulePolicy& policy, torch::Device) {
+            return std::make_unique<Mxfp8Gemms>(model, policy);
+          }};
 }
 
 Mxfp8Gemms::Mxfp8Gemms(torch::nn::Module& model, const ModulePolicy& policy)
-    : eligibility_(mxfp8_eligibility(model, policy)) {
+    : eligibility_(mxfp8_eligibility(model, policy)), gemms_(std::make_unique<Mxfp8LayerGemms>()) {
   const auto modules = model.named_modules("", /*include_self=*/false);
   for (const GemmEligibility& layer : eligibility_)
     if (layer.low_precision)
       weights_.insert(modules[layer.name]->as<torch::nn::Linear>()->weight.unsafeGetTensorImpl());
 }
 
+Mxfp8Gemms::~Mxfp8Gemms() = default;
+
 torch::Tensor Mxfp8Gemms::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                  bool /*recomputing: block scales keep no record*/) {
   if (!weights_.count(weight.unsafeGetTensorImpl())) return {};
-  // An undefined tensor cannot be a custom Function's input; an empty optional can.
-  return Mxfp8LinearFunction::apply(x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt);
+  return low_precision_linear(x, weight, bias, *gemms_, /*record=*/false);
 }
 
 }  // namespace mpt::precision

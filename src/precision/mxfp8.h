@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <unordered_set>
 #include <vector>
 
@@ -15,13 +16,20 @@
 
 namespace mpt::precision {
 
+class LayerGemms;
+
 // Every Linear layer of `model` with its verdict: MXFP8 unless the policy keeps it FP32. Any size: a reduction
 // that is not a multiple of a block ends in a partial block (zero-padded).
 std::vector<GemmEligibility> mxfp8_eligibility(torch::nn::Module& model, const ModulePolicy& policy);
 
+struct GemmFormatKind;
+// MXFP8 as a GEMM format (precision/gemm_formats.h): recipe mxfp8.
+GemmFormatKind mxfp8_format();
+
 class Mxfp8Gemms : public LowPrecisionGemms {
  public:
   Mxfp8Gemms(torch::nn::Module& model, const ModulePolicy& policy);
+  ~Mxfp8Gemms() override;
   const char* name() const override { return "MXFP8"; }
   const std::vector<GemmEligibility>& eligibility() const override { return eligibility_; }
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
@@ -30,6 +38,7 @@ class Mxfp8Gemms : public LowPrecisionGemms {
  private:
   std::vector<GemmEligibility> eligibility_;
   std::unordered_set<const void*> weights_;  // the eligible layers' weights (TensorImpl)
+  std::unique_ptr<LayerGemms> gemms_;        // one for all: block scales keep no per-layer state
 };
 
 }  // namespace mpt::precision

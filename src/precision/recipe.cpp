@@ -3,18 +3,16 @@
 
 #include <fmt/format.h>
 
-#include "precision/fp8.h"
-#include "precision/mxfp8.h"
+#include "precision/gemm_formats.h"
 
 namespace mpt::precision {
 namespace {
 
-// The FP8 format precision.fp8.recipe names: per-tensor scales (delayed or current), or MXFP8's block scales.
+// The GEMM format precision.fp8.recipe names, when the mode is fp8.
 std::unique_ptr<LowPrecisionGemms> make_gemms(const PrecisionConfig& config, torch::nn::Module& model,
                                               const ModulePolicy& policy, torch::Device device) {
   if (config.mode != Mode::kFp8) return nullptr;
-  if (config.fp8.recipe == "mxfp8") return std::make_unique<Mxfp8Gemms>(model, policy);
-  return std::make_unique<Fp8Gemms>(config.fp8, model, policy, device);
+  return gemm_format(config.fp8.recipe).make(config.fp8, model, policy, device);
 }
 
 }  // namespace
@@ -65,8 +63,8 @@ bool Recipe::computes_in_fp32(const std::string& parameter) const {
 
 GemmPlan gemm_plan(const PrecisionConfig& config, torch::nn::Module& model, const ModulePolicy& policy) {
   if (config.mode != Mode::kFp8) return {};
-  if (config.fp8.recipe == "mxfp8") return {"MXFP8", mxfp8_eligibility(model, policy)};
-  return {"FP8", fp8_eligibility(model, policy)};
+  const GemmFormatKind& format = gemm_format(config.fp8.recipe);
+  return {format.title, format.eligibility(model, policy)};
 }
 
 }  // namespace mpt::precision

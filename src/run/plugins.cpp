@@ -5,6 +5,7 @@
 
 #include "config/schema.h"
 #include "models/registry.h"
+#include "precision/gemm_formats.h"
 #include "tools/tracking/tracker.h"
 
 namespace mpt::run {
@@ -20,6 +21,12 @@ void install_plugins() {
       group.keys = family.keys;
       if (family.takes_dropout) group.enables.push_back(kDropout);
       if (family.recomputes.size() > 1) group.enables.push_back(kCheckpointing);
+      config::add_plugin_keys(group);
+    }
+    for (const precision::GemmFormatKind& format : precision::gemm_formats()) {
+      keys::KeyGroup group;
+      group.deciding_key = "precision.fp8.recipe";
+      group.names = format.recipes;
       config::add_plugin_keys(group);
     }
     for (const tracking::TrackerKind& kind : tracking::tracker_kinds()) {

@@ -7,7 +7,9 @@
 #include <deque>
 #include <limits>
 
+#include "config/schema.h"
 #include "precision/fp8.h"
+#include "precision/gemm_formats.h"
 
 using namespace mpt::precision;
 
@@ -84,6 +86,22 @@ TEST_CASE("a layer runs in FP8 unless it is an FP32 island or a dimension is not
   CHECK(verdicts[1].why_not == "BF16: out_features 30 not a multiple of 16");
   CHECK_FALSE(verdicts[2].low_precision);
   CHECK(verdicts[2].why_not == "FP32: an FP32 island (precision.fp32_modules)");
+}
+
+TEST_CASE("the GEMM formats are picked by their recipes, which are precision.fp8.recipe's choices",
+          "[fast][precision][fp8]") {
+  CHECK(gemm_format("delayed").title == "FP8");
+  CHECK(gemm_format("current").title == "FP8");
+  CHECK(gemm_format("mxfp8").title == "MXFP8");
+  CHECK_THROWS_WITH(gemm_format("nvfp4"), Catch::Contains("precision.fp8.recipe"));
+  std::vector<std::string> recipes;
+  for (const auto& format : gemm_formats()) recipes.insert(recipes.end(), format.recipes.begin(), format.recipes.end());
+  CHECK(mpt::config::find_key("precision.fp8.recipe")->choices == recipes);
+  // Every format walks the same layers; only its shape rule differs (MXFP8 pads a partial block).
+  torch::nn::Module model;
+  model.register_module("odd", torch::nn::Linear(512, 30));
+  CHECK_FALSE(gemm_format("delayed").eligibility(model, ModulePolicy(std::vector<std::string>{}))[0].low_precision);
+  CHECK(gemm_format("mxfp8").eligibility(model, ModulePolicy(std::vector<std::string>{}))[0].low_precision);
 }
 
 TEST_CASE(
