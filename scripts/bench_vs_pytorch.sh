@@ -4,7 +4,7 @@
 # synthetic batches, interleaved (mpt, PyTorch, mpt, PyTorch, ...) so that machine noise hits both alike.
 # A benchmark, not a test.
 #
-#   scripts/bench_vs_pytorch.sh [ROUNDS] [CASE ...]   # default 3 rounds of every case; cases: mlp resnet50 bert
+#   scripts/bench_vs_pytorch.sh [ROUNDS] [CASE ...]   # default 3 rounds of every case; cases: mlp resnet50 bert vit
 #
 # Both use 2 threads, the wheel's MKL and oneDNN and the same allocator, tcmalloc (mpt links it; PyTorch gets it
 # through LD_PRELOAD; under glibc malloc PyTorch's steps were 3-5x slower from page faults) with the release rate
@@ -20,7 +20,7 @@ source scripts/common.sh  # median, rate; OPENBLAS_CORETYPE unset for the measur
 rounds=3
 if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then rounds=$1; shift; fi
 cases=("$@")
-[[ ${#cases[@]} -gt 0 ]] || cases=(mlp resnet50 bert)
+[[ ${#cases[@]} -gt 0 ]] || cases=(mlp resnet50 bert vit)
 mpt=./build/mpt
 python="$(scripts/torch_env.sh)/bin/python"
 limit=${MPT_BENCH_TIMEOUT:-600}
@@ -84,4 +84,13 @@ run_case "bert-base bf16 b8 seq128" 3 configs/bert_base_mlm.yaml \
 run_case "bert-base bf16 b8, no dropout" 3 configs/bert_base_mlm.yaml \
   "data.batch_size=8 data.vocab=data/bert-base-uncased/vocab.txt precision.strategy=autocast model.dropout=0" \
   "--model bert-base --precision bf16 --batch 8 --dropout 0"
+fi
+# ViT-Tiny on 28 px images in 7 px patches (configs/vit_fmnist_*.yaml); the reference is torchvision's
+# VisionTransformer with a 1-channel stem and its head in FP32, as mpt keeps it.
+if want vit; then
+run_case "vit-tiny fp32 b128 patch7" 20 configs/vit_fmnist_fp32.yaml "optimizer.name=adam optimizer.weight_decay=0" \
+  "--model vit-tiny --patch 7 --precision fp32 --batch 128"
+run_case "vit-tiny bf16 b128 patch7" 20 configs/vit_fmnist_mixed.yaml \
+  "optimizer.name=adam optimizer.weight_decay=0 precision.strategy=autocast" \
+  "--model vit-tiny --patch 7 --precision bf16 --batch 128"
 fi
