@@ -35,6 +35,10 @@ struct KeySpec {
     min = low, max = high;
     return *this;
   }
+  KeySpec& strictly_between(double low, double high) {
+    min = low, max = high, min_exclusive = max_exclusive = true;
+    return *this;
+  }
   KeySpec& one_of(std::vector<std::string> values) {
     choices = std::move(values);
     return *this;

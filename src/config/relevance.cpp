@@ -22,10 +22,6 @@ struct Condition {
 
 std::vector<Condition> fixed_conditions() {
   return {
-      {{"data.image_size", "data.channels", "data.augment"}, "data.name", {"fashion_mnist", "cifar10", "image_folder"}},
-      {{"data.workers"}, "data.name", {"image_folder"}},
-      {{"data.vocab", "data.lowercase", "data.seq_len"}, "data.name", {"text_corpus", "text_classification"}},
-      {{"data.mask_prob", "data.test_every"}, "data.name", {"text_corpus"}},
       {{"precision.fp8."}, "precision.mode", {"fp8"}},
       {{"precision.loss_scale.init", "precision.loss_scale.growth_factor", "precision.loss_scale.backoff_factor",
         "precision.loss_scale.growth_interval", "precision.loss_scale.hysteresis", "precision.loss_scale.min_scale",

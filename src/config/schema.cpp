@@ -70,8 +70,7 @@ std::vector<KeySpec> experiment_and_model_keys() {
 
 std::vector<KeySpec> data_keys() {
   return {
-      choice("data.name", "fashion_mnist",
-             {"fashion_mnist", "cifar10", "image_folder", "text_corpus", "text_classification"},
+      choice("data.name", "fashion_mnist", {},  // the datasets' names (data/datasets.h)
              "Dataset: Fashion-MNIST, CIFAR-10 (binary version), an image folder (JPEG/PNG), a text corpus for "
              "masked-LM, or labelled text (TSV) for BERT classification."),
       text("data.root", "/usr/share/datasets/fashion-mnist",
@@ -82,22 +81,6 @@ std::vector<KeySpec> data_keys() {
           .path(),
       integer("data.batch_size", "128", 1, 1 << 20,
               "Micro-batch per step; the global batch is this x grad_accum_steps."),
-      integer("data.image_size", "0", 0, 4096, "Resize images to N x N (bilinear) before the model; 0 = native."),
-      integer("data.channels", "0", 0, 3, "3 replicates grayscale images to RGB; 0 = native."),
-      boolean("data.augment", "false",
-              "Training batches: random crop (padded by 1/8) and flip for in-memory images; random-resized crop "
-              "and flip for image folders. Deterministic in (seed, epoch, batch)."),
-      integer("data.workers", "2", 1, 64, "image_folder: decoding threads, each preparing one upcoming batch."),
-      text("data.vocab", "data/bert-base-uncased/vocab.txt",
-           "text_corpus: WordPiece vocabulary, one token per line (scripts/setup.sh provides bert-base-uncased's).")
-          .path(),
-      boolean("data.lowercase", "true", "text_corpus: lower-case and strip accents, as bert-base-uncased does."),
-      integer("data.seq_len", "128", 3, 512, "text_corpus: tokens per sequence, [CLS] and [SEP] included."),
-      real("data.mask_prob", "0.15", 0, 1,
-           "text_corpus: share of tokens masked-LM predicts (80% [MASK], 10% random, "
-           "10% kept).",
-           true, true),
-      integer("data.test_every", "20", 2, kInf, "text_corpus: every N-th packed sequence is held out for evaluation."),
       boolean("data.shuffle", "true", "Reshuffle the training set every epoch (deterministic in seed and epoch)."),
       integer("data.train_limit", "0", 0, kInf, "Use only the first N training samples (0 = all)."),
       integer("data.test_limit", "0", 0, kInf, "Evaluate on only the first N test samples (0 = all)."),

@@ -13,8 +13,10 @@ namespace mpt::data {
 // What a sample is: an image (MLP, ResNet) or a token sequence (BERT).
 enum class Modality { kImages, kTokens };
 
+// The data section: the common keys (name, root, batch_size, shuffle, the limits), bound in run/sections.cpp, and
+// the members each dataset kind binds its own keys to (data/datasets.cpp).
 struct DataConfig {
-  std::string name = "fashion_mnist";  // fashion_mnist | cifar10 | image_folder | text_corpus | text_classification
+  std::string name = "fashion_mnist";  // a dataset kind (data/datasets.h)
   std::string root = "/usr/share/datasets/fashion-mnist";
   int64_t batch_size = 128;
   bool shuffle = true;

@@ -2,6 +2,8 @@
 // shape and its loader.
 #include "data/datasets.h"
 
+#include <limits>
+
 #include "common/error.h"
 #include "common/files.h"
 #include "data/image_folder.h"
@@ -92,26 +94,62 @@ SampleShape token_shape(const DataConfig& c, int64_t classes) {
   return shape;
 }
 
+// The keys every in-memory image dataset reads; image folders add their decoding threads.
+keys::OptionTable<DataConfig> image_keys(bool decodes_files) {
+  keys::OptionTable<DataConfig> t;
+  t.add("data.image_size", &DataConfig::image_size, "Resize images to N x N (bilinear) before the model; 0 = native.")
+      .between(0, 4096);
+  t.add("data.channels", &DataConfig::channels, "3 replicates grayscale images to RGB; 0 = native.").between(0, 3);
+  t.add("data.augment", &DataConfig::augment,
+        "Training batches: random crop (padded by 1/8) and flip for in-memory images; random-resized crop and flip "
+        "for image folders. Deterministic in (seed, epoch, batch).");
+  if (decodes_files)
+    t.add("data.workers", &DataConfig::workers, "image_folder: decoding threads, each preparing one upcoming batch.")
+        .between(1, 64);
+  return t;
+}
+
+// The keys every tokenized dataset reads; the masked-LM corpus adds its masking and its held-out share.
+keys::OptionTable<DataConfig> text_keys(bool masked_lm) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  keys::OptionTable<DataConfig> t;
+  t.add("data.vocab", &DataConfig::vocab,
+        "Text datasets: WordPiece vocabulary, one token per line (scripts/setup.sh provides bert-base-uncased's).")
+      .path();
+  t.add("data.lowercase", &DataConfig::lowercase,
+        "Text datasets: lower-case and strip accents, as bert-base-uncased does.");
+  t.add("data.seq_len", &DataConfig::seq_len, "Text datasets: tokens per sequence, [CLS] and [SEP] included.")
+      .between(3, 512);
+  if (!masked_lm) return t;
+  t.add("data.mask_prob", &DataConfig::mask_prob,
+        "text_corpus: share of tokens masked-LM predicts (80% [MASK], 10% random, 10% kept).")
+      .strictly_between(0, 1);
+  t.add("data.test_every", &DataConfig::test_every,
+        "text_corpus: every N-th packed sequence is held out for evaluation.")
+      .between(2, kInf);
+  return t;
+}
+
 const std::vector<DatasetKind>& kinds() {
   static const std::vector<DatasetKind> table = {
-      {"fashion_mnist", Modality::kImages, fashion_mnist_files,
+      {"fashion_mnist", Modality::kImages, image_keys(false), fashion_mnist_files,
        [](const DataConfig& c) {
          return image_shape(c.channels > 0 ? c.channels : 1, c.image_size > 0 ? c.image_size : 28, 10);
        },
        [](const DataConfig& c, const std::string& split, int64_t limit) {
          return load_fashion_mnist(c, split == "train" ? "train" : "t10k", limit);
        }},
-      {"cifar10", Modality::kImages, cifar10_files,
+      {"cifar10", Modality::kImages, image_keys(false), cifar10_files,
        [](const DataConfig& c) { return image_shape(3, c.image_size > 0 ? c.image_size : 32, 10); }, load_cifar10},
-      {"image_folder", Modality::kImages, image_folder_files,
+      {"image_folder", Modality::kImages, image_keys(true), image_folder_files,
        [](const DataConfig& c) {
          return image_shape(3, c.image_size > 0 ? c.image_size : 224,
                             static_cast<int64_t>(image_folder_classes(c.root).size()));
        },
        load_image_folder},
-      {"text_corpus", Modality::kTokens, text_corpus_files, [](const DataConfig& c) { return token_shape(c, 0); },
-       load_text_corpus},
-      {"text_classification", Modality::kTokens, text_classification_files,
+      {"text_corpus", Modality::kTokens, text_keys(true), text_corpus_files,
+       [](const DataConfig& c) { return token_shape(c, 0); }, load_text_corpus},
+      {"text_classification", Modality::kTokens, text_keys(false), text_classification_files,
        [](const DataConfig& c) {
          return token_shape(c, static_cast<int64_t>(text_classification_labels(c.root).size()));
        },
@@ -128,6 +166,10 @@ const DatasetKind& dataset_kind(const std::string& name) {
   for (const DatasetKind& kind : kinds())
     if (kind.name == name) return kind;
   throw UsageError("data.name: unknown dataset '" + name + "'");
+}
+
+DataConfig read_options(const keys::Options& values, DataConfig config) {
+  return dataset_kind(config.name).options.read(values, std::move(config));
 }
 
 SampleShape sample_shape(const DataConfig& config) { return dataset_kind(config.name).shape(config); }

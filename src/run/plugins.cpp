@@ -4,6 +4,7 @@
 #include <string>
 
 #include "config/schema.h"
+#include "data/datasets.h"
 #include "models/registry.h"
 #include "precision/gemm_formats.h"
 #include "tools/tracking/tracker.h"
@@ -21,6 +22,13 @@ void install_plugins() {
       group.keys = family.keys;
       if (family.takes_dropout) group.enables.push_back(kDropout);
       if (family.recomputes.size() > 1) group.enables.push_back(kCheckpointing);
+      config::add_plugin_keys(group);
+    }
+    for (const data::DatasetKind& kind : data::dataset_kinds()) {
+      keys::KeyGroup group;
+      group.deciding_key = "data.name";
+      group.names = {kind.name};
+      group.keys = kind.options.keys();
       config::add_plugin_keys(group);
     }
     for (const precision::GemmFormatKind& format : precision::gemm_formats()) {

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "config/schema.h"
+#include "data/datasets.h"
 
 namespace mpt::run {
 namespace {
@@ -98,15 +99,6 @@ std::vector<KeyBinding> data_bindings() {
       binding("data.name", &E::data, &D::name),
       binding("data.root", &E::data, &D::root),
       binding("data.batch_size", &E::data, &D::batch_size),
-      binding("data.image_size", &E::data, &D::image_size),
-      binding("data.channels", &E::data, &D::channels),
-      binding("data.augment", &E::data, &D::augment),
-      binding("data.workers", &E::data, &D::workers),
-      binding("data.vocab", &E::data, &D::vocab),
-      binding("data.lowercase", &E::data, &D::lowercase),
-      binding("data.seq_len", &E::data, &D::seq_len),
-      binding("data.mask_prob", &E::data, &D::mask_prob),
-      binding("data.test_every", &E::data, &D::test_every),
       binding("data.shuffle", &E::data, &D::shuffle),
       binding("data.train_limit", &E::data, &D::train_limit),
       binding("data.test_limit", &E::data, &D::test_limit),
@@ -242,14 +234,18 @@ const std::vector<KeyBinding>& key_bindings() {
 ExperimentConfig read_sections(const config::Spec& spec) {
   ExperimentConfig c;
   for (const auto& binding : key_bindings()) binding.read(spec, c);
+  keys::Options data_options;  // the dataset's own keys, which it reads itself
   for (const auto& row : config::schema()) {
     if (!is_plugin_key(row.key)) continue;
-    keys::Options& options = row.key.rfind("model.", 0) == 0 ? c.model.options
-                             : row.key.rfind("tracking.", 0) == 0
-                                 ? c.tracking
-                                 : throw Error("a plug-in key in no section: " + row.key);
-    options.set(row.key, plugin_value(spec, row));
+    const std::string section = row.key.substr(0, row.key.find('.'));
+    keys::Options* options = section == "model"      ? &c.model.options
+                             : section == "data"     ? &data_options
+                             : section == "tracking" ? &c.tracking
+                                                     : nullptr;
+    if (!options) throw Error("a plug-in key in no section that takes them: " + row.key);
+    options->set(row.key, plugin_value(spec, row));
   }
+  c.data = data::read_options(data_options, c.data);
   c.schedule.peak_lr = c.optimizer.lr;  // before the linear scaling rule, which the wiring applies
   return c;
 }
