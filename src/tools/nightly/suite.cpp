@@ -203,7 +203,8 @@ void read_tracker(SuiteReader& reader, const YAML::Node& node, const tracking::T
   std::string listed;
   for (const auto& key : kind.keys) {
     leaves.insert(key.key.substr(prefix.size()));
-    listed += (listed.empty() ? "" : ", ") + key.key.substr(prefix.size());
+    if (!listed.empty()) listed += ", ";
+    listed += key.key.substr(prefix.size());
   }
   if (!node.IsMap()) {
     reader.problem(node, kind.name + ": expected a mapping (" + listed + ")");
