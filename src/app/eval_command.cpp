@@ -31,7 +31,8 @@ int run_eval(const std::string& spec_path, const std::vector<std::string>& overr
   models::Model model =
       models::build_model(c.model, data::sample_shape(c.data), precision::ModulePolicy(c.precision.fp32_modules));
   const io::InitReport init =
-      io::init_from_weights(*model, io::read_weights(c.model.init_from), c.model.init_from, c.model.init_skip);
+      io::init_from_weights(*model, io::read_weights(c.model.init_from), c.model.init_from, c.model.init_skip,
+                            models::model_family(c.model.name).hf_base_prefix);
   if (!init.fresh.empty())
     std::cerr << "mpt: warning: " << c.model.init_from << ": " << io::describe(init)
               << " (untrained tensors make these numbers meaningless)\n";

@@ -247,18 +247,24 @@ std::string unwrapped(std::string name) {
 }
 
 InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& tensors, const std::string& source,
-                             const std::vector<std::string>& skip) {
+                             const std::vector<std::string>& skip, const std::string& base_prefix) {
   std::map<std::string, const std::pair<std::string, torch::Tensor>*> by_name;  // unwrapped name -> file entry
   for (const auto& entry : tensors)
     if (!by_name.emplace(unwrapped(entry.first), &entry).second)
       throw Error(source + ": tensors '" + by_name[unwrapped(entry.first)]->first + "' and '" + entry.first +
                   "' are the same tensor once the DDP/torch.compile prefixes are dropped");
   std::map<std::string, bool> used;
+  const std::string base = base_prefix.empty() ? "" : base_prefix + ".";
+  // The file's tensor for a model name: its own, or the base model's when the file holds the base model alone.
+  auto find = [&](const std::string& name) {
+    auto it = by_name.find(name);
+    if (it == by_name.end() && !base.empty() && name.rfind(base, 0) == 0) it = by_name.find(name.substr(base.size()));
+    return it;
+  };
   InitReport report;
   torch::NoGradGuard no_grad;
   auto load = [&](const std::string& name, torch::Tensor& target) {
-    auto it = by_name.find(name);
-    if (it == by_name.end() && name.rfind("bert.", 0) == 0) it = by_name.find(name.substr(5));  // HF BertModel file
+    auto it = find(name);
     const bool skipped =
         std::any_of(skip.begin(), skip.end(), [&](const auto& glob) { return precision::glob_match(glob, name); });
     if (skipped) {
@@ -289,9 +295,8 @@ InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& te
                      [&](const std::string& name) { return precision::glob_match(glob, name); }))
       report.unmatched_skips.push_back(glob);
   const size_t matched_but_skipped =
-      static_cast<size_t>(std::count_if(report.skipped.begin(), report.skipped.end(), [&](const std::string& name) {
-        return by_name.count(name) || (name.rfind("bert.", 0) == 0 && by_name.count(name.substr(5)));
-      }));
+      static_cast<size_t>(std::count_if(report.skipped.begin(), report.skipped.end(),
+                                        [&](const std::string& name) { return find(name) != by_name.end(); }));
   if (report.loaded == 0 && matched_but_skipped > 0)
     throw UsageError(source + ": model.init_skip skips all " + std::to_string(matched_but_skipped) +
                      " model tensors this file holds (first: '" + report.skipped.front() +

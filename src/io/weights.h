@@ -43,11 +43,12 @@ struct InitReport {
 std::string describe(const InitReport& report);
 
 // Copies every file tensor whose name matches a model parameter or buffer into it (cast to the model's dtype).
-// A Hugging Face BertModel file ("embeddings.*") matches mpt's "bert.embeddings.*"; the prefixes DDP
-// ("module.") and torch.compile ("_orig_mod.") put on names are dropped. Model tensors matching a glob of `skip`
-// keep their initialisation (a head of another size). A shape mismatch, or no match at all, is an error naming
-// the file and tensor; so is a model.init_skip that takes every tensor the file could have loaded.
+// With a `base_prefix` (the model family's Hugging Face base_model_prefix, "bert"), a file of the base model alone
+// ("embeddings.*") matches the model's "bert.embeddings.*"; the prefixes DDP ("module.") and torch.compile
+// ("_orig_mod.") put on names are dropped. Model tensors matching a glob of `skip` keep their initialisation (a
+// head of another size). A shape mismatch, or no match at all, is an error naming the file and tensor; so is a
+// model.init_skip that takes every tensor the file could have loaded.
 InitReport init_from_weights(torch::nn::Module& model, const NamedTensorList& tensors, const std::string& source,
-                             const std::vector<std::string>& skip = {});
+                             const std::vector<std::string>& skip = {}, const std::string& base_prefix = "");
 
 }  // namespace mpt::io

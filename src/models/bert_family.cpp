@@ -102,7 +102,8 @@ const ModelFamily& bert_family() {
       /*fp32_modules=*/{"*LayerNorm", "cls.predictions", "classifier"},
       {Recompute::kNone, Recompute::kFull, Recompute::kSelective},
       build_bert,
-      bert_problems};
+      bert_problems,
+      /*hf_base_prefix=*/"bert"};
   return family;
 }
 

@@ -48,6 +48,9 @@ struct ModelFamily {
   std::vector<Recompute> recomputes = {Recompute::kNone};  // the memory.activation_checkpointing modes it has
   ModelBuilder build;
   std::function<std::vector<ModelProblem>(const ModelConfig&)> check;  // null: nothing to check
+  // Hugging Face's base_model_prefix: the head models' names put it before the base model's ("bert.embeddings...."),
+  // so a file of the base model alone loads into them. Empty: names load as they are.
+  std::string hf_base_prefix;
 };
 
 }  // namespace mpt::models

@@ -75,7 +75,8 @@ const ModelFamily& mlp_family() {
                                   /*fp32_modules=*/{"head"},
                                   {Recompute::kNone},
                                   build_mlp,
-                                  nullptr};
+                                  nullptr,
+                                  /*hf_base_prefix=*/""};
   return family;
 }
 

@@ -71,4 +71,16 @@ using Block = std::function<Tensors(const Tensors&)>;
 Tensors recompute_in_backward(const Block& block, const Tensors& inputs, torch::nn::Module& module,
                               const precision::ModulePolicy& policy);
 
+// One block of a family's stack of single-tensor blocks under `mode`: full keeps only the block's input and runs it
+// again in backward; none (and a block's own selective recomputation) runs it as it is. ResNet's bottlenecks and
+// ViT's encoder layers go through it; BERT's layers carry their narrow copy beside the states and wrap themselves.
+template <typename BlockImpl>
+torch::Tensor through_block(BlockImpl& block, const torch::Tensor& x, Recompute mode,
+                            const precision::ModulePolicy& policy) {
+  if (mode != Recompute::kFull) return block.forward(x);
+  BlockImpl* raw = &block;  // the model holds its blocks past backward, where this runs again
+  return recompute_in_backward([raw](const Tensors& in) { return Tensors{raw->forward(in[0])}; }, {x}, block,
+                               policy)[0];
+}
+
 }  // namespace mpt::models

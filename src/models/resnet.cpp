@@ -241,15 +241,8 @@ torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
   x = norm_add_relu(*bn1_, bn1_runner_, x, {}, /*relu=*/true, *norm_group_);
   if (!config_.small_input) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);  // H/4
   for (auto& layer : layers_)
-    for (auto& module : *layer) {  // (B, C, H/32, W/32) at the end
-      auto* block = module->as<ResidualBlockImpl>();
-      if (recompute_ != Recompute::kFull) {
-        x = block->forward(x);
-        continue;
-      }
-      x = recompute_in_backward([block](const Tensors& in) { return Tensors{block->forward(in[0])}; }, {x}, *block,
-                                policy_)[0];
-    }
+    for (auto& module : *layer)  // (B, C, H/32, W/32) at the end
+      x = through_block(*module->as<ResidualBlockImpl>(), x, recompute_, policy_);
   x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);                           // (B, C)
   return fc_runner_(x, [&](const torch::Tensor& h) { return fc_->forward(h); });  // (B, K)
 }
@@ -301,7 +294,8 @@ const ModelFamily& resnet_family() {
                                   /*fp32_modules=*/{"fc"},
                                   {Recompute::kNone, Recompute::kFull},
                                   build_resnet,
-                                  nullptr};
+                                  nullptr,
+                                  /*hf_base_prefix=*/""};
   return family;
 }
 

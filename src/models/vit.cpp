@@ -131,14 +131,7 @@ torch::Tensor VitImpl::forward(const torch::Tensor& inputs) {
   MPT_CHECK(inputs.dim() == 4 && inputs.size(2) == config_.image_size && inputs.size(3) == config_.image_size,
             "ViT takes images of its configured size");
   torch::Tensor x = embed(inputs);
-  for (auto& block : blocks_) {
-    if (config_.recompute != Recompute::kFull) {
-      x = block->forward(x);
-      continue;
-    }
-    VitBlockImpl* raw = block.get();  // full: the block keeps only its input and runs again in backward
-    x = recompute_in_backward([raw](const Tensors& in) { return Tensors{raw->forward(in[0])}; }, {x}, *raw, policy_)[0];
-  }
+  for (auto& block : blocks_) x = through_block(*block, x, config_.recompute, policy_);
   const torch::Tensor first = layer_norm_through(ln_runner_, ln_, x).select(1, 0);  // the class token: (B, H)
   return head_runner_(first, [&](const torch::Tensor& h) { return policy_.linear(h, head_->weight, head_->bias); });
 }
@@ -202,7 +195,8 @@ const ModelFamily& vit_family() {
                                   /*fp32_modules=*/{"heads", "*.ln_1", "*.ln_2", "encoder.ln"},
                                   {Recompute::kNone, Recompute::kFull},
                                   build_vit,
-                                  nullptr};
+                                  nullptr,
+                                  /*hf_base_prefix=*/""};
   return family;
 }
 

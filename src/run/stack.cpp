@@ -12,8 +12,8 @@ TrainingStack build_training_stack(ExperimentConfig& c, const data::SampleShape&
   const precision::ModulePolicy policy(c.precision.fp32_modules, stack.numerics.get());
   stack.model = models::build_model(c.model, sample, policy, c.memory);
   if (!c.model.init_from.empty())
-    stack.init =
-        io::init_from_weights(*stack.model, io::read_weights(c.model.init_from), c.model.init_from, c.model.init_skip);
+    stack.init = io::init_from_weights(*stack.model, io::read_weights(c.model.init_from), c.model.init_from,
+                                       c.model.init_skip, models::model_family(c.model.name).hf_base_prefix);
   stack.model->to(device);
   stack.recipe = std::make_unique<precision::Recipe>(c.precision, *stack.model, policy,
                                                      stack.model->tied_to_fp32_islands(), device);

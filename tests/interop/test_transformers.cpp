@@ -82,7 +82,7 @@ TEST_CASE("all-MiniLM-L6-v2 loads into mpt and gives transformers' hidden states
   config.dropout = 0.0;
   models::BertModel bert(config, /*with_pooler=*/true, precision::ModulePolicy(kDefaultFp32), "");
   const io::InitReport report =
-      io::init_from_weights(*bert, io::read_weights(kMiniLm + "/model.safetensors"), "model.safetensors");
+      io::init_from_weights(*bert, io::read_weights(kMiniLm + "/model.safetensors"), "model.safetensors", {}, "bert");
   CHECK(report.fresh.empty());
   bert->eval();
   torch::NoGradGuard no_grad;
@@ -118,7 +118,7 @@ TEST_CASE("an mpt BERT exported as a Hugging Face folder loads with from_pretrai
   shape.vocab_size = 30522;
   shape.masked_fraction = 0.15;
   models::Model model = models::build_model(model_config, shape, precision::ModulePolicy(kDefaultFp32));
-  io::init_from_weights(*model, io::read_weights(folder + "/model.safetensors"), "model.safetensors");
+  io::init_from_weights(*model, io::read_weights(folder + "/model.safetensors"), "model.safetensors", {}, "bert");
   model->eval();
   torch::NoGradGuard no_grad;
   torch::manual_seed(1);

@@ -118,7 +118,11 @@ TEST_CASE("init_from loads by name, maps HF BertModel names, keeps new heads, re
     if (item.key().rfind("bert.", 0) == 0)
       bare.emplace_back(item.key().substr(5), torch::full_like(item.value(), 0.25));
   bare.emplace_back("cls.predictions.bias", torch::zeros({50}));
-  const InitReport report = init_from_weights(*model, bare, "hf.safetensors");
+  // Without the family's base prefix the base model's names match nothing of the model's; with it, all of them.
+  CHECK_THROWS_WITH(init_from_weights(*model, bare, "hf.safetensors"), Catch::Contains("none of its"));
+  const std::string& base_prefix = mpt::models::model_family("bert-tiny").hf_base_prefix;
+  CHECK(base_prefix == "bert");
+  const InitReport report = init_from_weights(*model, bare, "hf.safetensors", {}, base_prefix);
   CHECK(report.loaded == static_cast<int64_t>(bare.size()) - 1);
   CHECK(report.fresh == std::vector<std::string>{"classifier.weight", "classifier.bias"});
   CHECK(report.unused == std::vector<std::string>{"cls.predictions.bias"});
