@@ -43,7 +43,7 @@ def main():
     files = {}
     for dirpath, _, names in os.walk(root):
         for name in names:
-            if name.endswith((".h", ".cpp")):
+            if name.endswith((".h", ".cpp", ".cu", ".cuh")):
                 path = os.path.relpath(os.path.join(dirpath, name), root)
                 with open(os.path.join(root, path), encoding="utf-8") as f:
                     files[path] = f.read().splitlines()

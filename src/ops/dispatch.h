@@ -1,7 +1,8 @@
-// The one dispatch over mpt's hand-written CPU kernels (fused optimizers, the gradient norm, the split linear
-// backward, the AVX512-BF16 ops). MPT_PORTABLE_KERNELS=1 in the environment makes every op take LibTorch's own
-// path, the reference each kernel is tested and benchmarked against; the CPU's features come from one probe
-// (common/cpu_features.h).
+// The one switch over mpt's hand-written kernels: the CPU's (fused optimizers, the gradient norm, the split linear
+// backward, the AVX512-BF16 ops) and the devices' (ops/cuda/cuda_ops.h, each with its supports check).
+// MPT_PORTABLE_KERNELS=1 in the environment makes every op take LibTorch's own path, the reference each kernel is
+// tested and benchmarked against (tests/ops/test_device_ops.cpp runs every op both ways on every device); the
+// CPU's features come from one probe (common/cpu_features.h).
 #pragma once
 
 namespace mpt::ops {

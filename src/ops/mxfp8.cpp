@@ -1,8 +1,12 @@
-// MXFP8 casts and GEMM (see mxfp8.h), in LibTorch ops so that one code serves the CPU and a GPU.
+// MXFP8 casts and GEMM (see mxfp8.h), in LibTorch ops so that one code serves the CPU and a GPU: the reference,
+// and the path wherever no device kernel supports the tensor (ops/cuda/cuda_ops.h).
 #include "ops/mxfp8.h"
 
 #include <cmath>
 #include <limits>
+
+#include "ops/cuda/cuda_ops.h"
+#include "ops/dispatch.h"
 
 namespace mpt::ops {
 namespace {
@@ -24,6 +28,7 @@ torch::Tensor scale_values(const torch::Tensor& e, float for_nan) {
 MxTensor to_mxfp8(const torch::Tensor& x) {
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) % kMxBlock == 0, "to_mxfp8: the last dimension (", x.size(-1),
               ") is not a multiple of ", kMxBlock);
+  if (hand_kernels_enabled() && cuda::supports_to_mxfp8(x)) return cuda::to_mxfp8(x);
   std::vector<int64_t> blocked = x.sizes().vec();
   blocked.back() /= kMxBlock;
   blocked.push_back(kMxBlock);
