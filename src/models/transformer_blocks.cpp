@@ -7,13 +7,15 @@
 namespace mpt::models {
 
 torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                             const torch::Tensor& mask_bias, double p, bool training) {
+                             const torch::Tensor& mask_bias, double p, bool training, Scores scores) {
   torch::Tensor probs;
   {
     // The probabilities go back to the compute dtype for the second product, through dropout: one fused pass on
     // CPU, five passes and four autograd nodes unfused.
-    const torch::Tensor products = torch::matmul(q, k.transpose(-2, -1));  // (B, h, S, S)
+    torch::Tensor products;  // (B, h, S, S)
+    if (scores == Scores::kComputeDtype) products = torch::matmul(q, k.transpose(-2, -1));
     precision::Fp32Scope fp32(q.device().type());
+    if (scores == Scores::kFp32) products = torch::matmul(q.to(torch::kFloat), k.to(torch::kFloat).transpose(-2, -1));
     probs = ops::attention_probabilities(products, mask_bias, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), p,
                                          training, v.scalar_type());
   }

@@ -8,11 +8,18 @@
 
 namespace mpt::models {
 
+// How the scores q k^T reach the FP32 softmax under mixed precision: as their GEMM rounds them to the compute dtype
+// (BERT's attention, as its A/B was measured), or in FP32 from the same low-precision q and k, as PyTorch's fused
+// attention kernels keep them (ViT's: rounded scores cost it accuracy, docs/usage.md). Identical in FP32 runs.
+enum class Scores { kComputeDtype, kFp32 };
+
 // softmax(q k^T / sqrt(d) + mask_bias) v with dropout `p` on the probabilities, for q, k, v (B, h, S, d): the
-// products in their dtype, scaling, masking and the softmax always in FP32 (one fused pass on CPU,
-// ops::attention_probabilities). mask_bias (B, 1, 1, S) FP32: 0 where attended, a large negative number elsewhere.
+// scores as `scores` says, scaling, masking and the softmax always in FP32 (one fused pass on CPU,
+// ops::attention_probabilities), the probabilities back in v's dtype for the second product. mask_bias
+// (B, 1, 1, S) FP32: 0 where attended, a large negative number elsewhere.
 torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                             const torch::Tensor& mask_bias, double p, bool training);
+                             const torch::Tensor& mask_bias, double p, bool training,
+                             Scores scores = Scores::kComputeDtype);
 
 // (B, S, H) -> (B, h, S, H / h), and back.
 torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);

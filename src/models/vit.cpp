@@ -75,8 +75,9 @@ torch::Tensor VitBlockImpl::self_attention(const torch::Tensor& normed) {
   const std::vector<torch::Tensor> parts = qkv.chunk(3, -1);  // (B, S, H) each
   const torch::Tensor no_mask =
       torch::zeros({normed.size(0), 1, 1, normed.size(1)}, normed.options().dtype(torch::kFloat));
-  const torch::Tensor context = attention_core(split_heads(parts[0], heads_), split_heads(parts[1], heads_),
-                                               split_heads(parts[2], heads_), no_mask, dropout_, is_training());
+  const torch::Tensor context =
+      attention_core(split_heads(parts[0], heads_), split_heads(parts[1], heads_), split_heads(parts[2], heads_),
+                     no_mask, dropout_, is_training(), Scores::kFp32);
   return policy_.linear(merge_heads(context), out_proj_->weight, out_proj_->bias);  // (B, S, H)
 }
 
