@@ -35,7 +35,8 @@ TEST_CASE("trailing and centered means, first crossing, elapsed time, mean and s
   const std::vector<double> trend = local_quadratic_trend(parabola, 5);
   for (size_t i = 0; i < parabola.size(); ++i) CHECK(trend[i] == Approx(parabola[i]));
   CHECK(local_quadratic_trend({1, 5, 1}, 5) == std::vector<double>{1, 5, 1});  // 3 points: an exact fit
-  CHECK(convergence_window(10) == 1);
+  CHECK(convergence_window(10) == 3);
+  CHECK(convergence_window(60) == 3);
   CHECK(convergence_window(400) == 20);
   CHECK(first_at_or_below({3, 2, 1.5, 1.0}, 1.5) == std::optional<size_t>(2));
   CHECK_FALSE(first_at_or_below({3, 2}, 1.0).has_value());

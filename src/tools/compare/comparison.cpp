@@ -244,7 +244,8 @@ std::vector<std::string> metric_definitions(const Thresholds& t) {
                   "trails A by more than {}. With --repeats N, both are means over seeds seed..seed+N-1 and the "
                   "noise is the pooled sample standard deviation of the two sides.",
                   percent(t.max_accuracy_drop)),
-      fmt::format("Convergence: each train-loss curve is smoothed by a trailing mean over 5% of its logged points; "
+      fmt::format("Convergence: each train-loss curve is smoothed by a trailing mean over 5% of its logged points (at "
+                  "least 3); "
                   "the target is A's smoothed loss at {:.0f}% of its steps; reported are the first step (and the "
                   "training seconds, from the logged throughput) at which each smoothed curve reaches it. B fails "
                   "when it never does and ends more than {} above it.",

@@ -50,7 +50,7 @@ double roughness(const std::vector<double>& values) {
   return magnitude > 0.0 ? std::sqrt(squared / n) / (magnitude / n) : 0.0;
 }
 
-size_t convergence_window(size_t points) { return std::max<size_t>(1, points / 20); }
+size_t convergence_window(size_t points) { return std::max<size_t>(3, points / 20); }
 
 std::optional<size_t> first_at_or_below(const std::vector<double>& values, double target) {
   for (size_t i = 0; i < values.size(); ++i)

@@ -22,7 +22,8 @@ std::vector<double> trailing_mean(const std::vector<double>& values, size_t wind
 constexpr size_t kRoughnessHalfWidth = 5;
 double roughness(const std::vector<double>& values);
 
-// The smoothing window for convergence: 5% of the logged points, at least 1.
+// The smoothing window for convergence: 5% of the logged points, at least 3, so that a run logged sparsely (a few
+// dozen points) is not judged by one point's noise: one low point of A would set a target no run reaches again.
 size_t convergence_window(size_t points);
 
 // The first index whose value is <= target, if any.
