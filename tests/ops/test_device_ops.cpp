@@ -1,6 +1,6 @@
-// Every hand-written op on every device there is, against LibTorch's own ops: the path the op's dispatch takes
-// under MPT_PORTABLE_KERNELS=1, which is each kernel's reference (ggml's test-backend-ops runs every op on every
-// backend the same way). A new kernel adds one entry to kOps.
+// Hand-written ops on every device there is, against LibTorch's own ops: the path the op's dispatch takes under
+// MPT_PORTABLE_KERNELS=1, which is each kernel's reference (ggml's test-backend-ops runs every op on every backend
+// the same way). A new device kernel adds one entry to kOps; the older CPU kernels have their own tests.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -90,13 +90,13 @@ std::vector<std::string> check_device(torch::Device device) {
 
 }  // namespace
 
-TEST_CASE("every hand-written CPU kernel equals LibTorch's ops on the same input", "[fast][ops]") {
+TEST_CASE("the table's CPU kernels equal LibTorch's ops on the same input", "[fast][ops]") {
   const auto without = check_device(torch::kCPU);
   if (without.size() == kOps.size()) MPT_SKIP("no hand-written kernel runs on this CPU (no AVX512-BF16)");
   for (const auto& name : without) WARN(name << ": no CPU kernel here, LibTorch's ops only");
 }
 
-TEST_CASE("every CUDA kernel equals LibTorch's ops on the same input", "[gpu]") {
+TEST_CASE("the table's CUDA kernels equal LibTorch's ops on the same input", "[gpu]") {
   if (!mpt::ops::cuda::kernels_built()) MPT_SKIP("this build has no CUDA kernels (no nvcc or a CPU LibTorch)");
   if (!torch::cuda::is_available()) MPT_SKIP("no CUDA device visible");
   const auto without = check_device(torch::Device(torch::kCUDA, 0));
