@@ -40,7 +40,7 @@ if ! cmp -s scripts/requirements-torch.txt "$stamp"; then
   exec 9>"$torch_env.lock"
   flock 9
   if ! cmp -s scripts/requirements-torch.txt "$stamp"; then
-    echo "setup: installing $(grep -v '^#' scripts/requirements-torch.txt | paste -sd ' ') into $torch_env"
+    echo "setup: installing $(sed -e '/^#/d' -e 's/ *#.*//' scripts/requirements-torch.txt | paste -sd ' ') into $torch_env"
     [[ -x $torch_env/bin/python ]] || python3 -m venv "$torch_env"
     "$torch_env/bin/python" -m pip install -q --disable-pip-version-check -r scripts/requirements-torch.txt
     cp scripts/requirements-torch.txt "$stamp"
@@ -73,6 +73,10 @@ if [[ ! -d $corpus ]]; then
   done
   mv "$corpus.partial" "$corpus"
 fi
+
+# The decoder specs' tokenizer: a byte-level BPE of 8,192 tokens trained on the fortunes, one document per fortune.
+bpe=data/fortunes-bpe/tokenizer.json
+[[ -f $bpe ]] || "$python" scripts/train_tokenizer.py "$corpus" "$bpe" 8192 %
 
 # Labelled text for BERT classification: fortunes of four topics as TOPIC<TAB>TEXT, every 5th one held out.
 topics=data/fortune_topics

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # The real libraries the tests check mpt against, pinned, in the same environment as the torch wheel.
 torch_env=$(scripts/torch_env.sh)
 if ! cmp -s scripts/requirements-oracles.txt "$torch_env/.mpt-oracles"; then
-  echo "test: installing $(grep -v '^#' scripts/requirements-oracles.txt | paste -sd ' ') into $torch_env"
+  echo "test: installing $(sed -e '/^#/d' -e 's/ *#.*//' scripts/requirements-oracles.txt | paste -sd ' ') into $torch_env"
   "$torch_env/bin/python" -m pip install -q --disable-pip-version-check -r scripts/requirements-oracles.txt \
     -c scripts/requirements-torch.txt
   cp scripts/requirements-oracles.txt "$torch_env/.mpt-oracles"

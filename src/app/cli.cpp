@@ -108,10 +108,12 @@ void Cli::add_small_commands() {
   app_.add_subcommand("doctor", "Check the environment: LibTorch, GPU, BF16, BLAS, threads");
   app_.add_subcommand("keys", "List every spec key with its type, default and meaning")
       ->add_flag("--markdown", markdown_, "Print the table as markdown (docs/spec.md)");
-  CLI::App* tokenize =
-      app_.add_subcommand("tokenize", "Split text into the WordPiece tokens (and ids) mpt trains BERT with");
+  CLI::App* tokenize = app_.add_subcommand(
+      "tokenize", "Split text into the tokens (and ids) mpt trains with: WordPiece or a tokenizer.json");
   tokenize->add_option("input", tokenize_.input, "A UTF-8 file, one text per line (default: standard input)");
   tokenize->add_option("--vocab", tokenize_.vocab, "WordPiece vocab.txt (data.vocab)")->capture_default_str();
+  tokenize->add_option("--tokenizer", tokenize_.tokenizer,
+                       "A Hugging Face tokenizer.json or its folder (data.tokenizer), instead of --vocab");
   tokenize->add_flag("--cased", tokenize_.cased, "Keep case and accents (data.lowercase: false)");
   tokenize->add_flag("--json", tokenize_.json, "One JSON object per line: tokens and ids");
 }

@@ -82,6 +82,7 @@ int run_doctor();
 int run_keys(bool markdown);
 
 struct TokenizeOptions {
+  std::string tokenizer;  // a tokenizer.json instead of vocab
   std::string vocab = "data/bert-base-uncased/vocab.txt";
   std::string input;   // a UTF-8 file, one text per line; "" or "-": standard input
   bool cased = false;  // keep case and accents (cased vocabularies)

@@ -1,5 +1,5 @@
-// `mpt tokenize`: text through the WordPiece tokenizer mpt trains with (data.vocab, data.lowercase), one line
-// in, one line out: the tokens, or with --json the tokens and their ids.
+// `mpt tokenize`: text through the tokenizer mpt trains with (data.tokenizer, or data.vocab and data.lowercase),
+// one line in, one line out: the tokens, or with --json the tokens and their ids.
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -8,12 +8,17 @@
 #include "app/commands.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "data/tokenizer.h"
 #include "data/wordpiece.h"
 
 namespace mpt::app {
 
 int run_tokenize(const TokenizeOptions& options) {
-  const data::WordPieceTokenizer tokenizer(data::Vocabulary::load(options.vocab), /*lowercase=*/!options.cased);
+  data::DataConfig text;
+  text.tokenizer = options.tokenizer;
+  text.vocab = options.vocab;
+  text.lowercase = !options.cased;
+  const auto tokenizer = data::text_tokenizer(text);
   std::ifstream file;
   const bool from_file = !options.input.empty() && options.input != "-";
   if (from_file) {
@@ -27,10 +32,10 @@ int run_tokenize(const TokenizeOptions& options) {
   // prints is what training sees, or the same error.
   data::for_each_utf8_line(in, from_file ? options.input : "standard input", [&](std::string& line, int64_t) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::vector<std::string> tokens = tokenizer.tokenize(line);
+    const std::vector<int32_t> ids = tokenizer->encode(line);
+    std::vector<std::string> tokens;
+    for (const int32_t id : ids) tokens.push_back(tokenizer->token(id));
     if (options.json) {
-      std::vector<int64_t> ids;
-      for (const auto& token : tokens) ids.push_back(tokenizer.vocab().find(token));
       std::cout << nlohmann::json{{"tokens", tokens}, {"ids", ids}}.dump() << "\n";
     } else {
       for (size_t i = 0; i < tokens.size(); ++i) std::cout << (i ? " " : "") << tokens[i];

@@ -72,7 +72,7 @@ std::vector<KeySpec> data_keys() {
   return {
       choice("data.name", "fashion_mnist", {},  // the datasets' names (data/datasets.h)
              "Dataset: Fashion-MNIST, CIFAR-10 (binary version), an image folder (JPEG/PNG), a text corpus for "
-             "masked-LM, or labelled text (TSV) for BERT classification."),
+             "masked-LM, labelled text (TSV) for BERT classification, or documents for causal language modelling."),
       text("data.root", "/usr/share/datasets/fashion-mnist",
            "fashion_mnist: folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]; cifar10: folder with "
            "data_batch_1..5.bin and test_batch.bin; image_folder: ROOT/train/<class>/*.jpg|png and ROOT/val (or "

@@ -28,10 +28,22 @@ struct DataConfig {
   int64_t workers = 2;     // image_folder: decoding threads, each preparing one batch ahead
   // Text
   std::string vocab = "data/bert-base-uncased/vocab.txt";  // WordPiece vocab.txt
+  std::string tokenizer;    // a Hugging Face tokenizer.json instead of vocab ("" = vocab)
   bool lowercase = true;    // bert-base-uncased's normalisation: lower-case and strip accents
   int64_t seq_len = 128;    // tokens per sequence, [CLS] and [SEP] included
   double mask_prob = 0.15;  // masked-LM: share of tokens chosen for prediction
   int64_t test_every = 20;  // every N-th packed sequence is held out for evaluation
+  // Causal LM
+  std::string text_field = "text";  // .jsonl: the field holding a document
+  std::string document_delimiter;   // .txt: the line that ends a document ("" = an empty line)
+  std::string eot_token;            // the token that ends a document ("" = the tokenizer's usual one)
+  bool document_attention = false;  // positions attend only within their own document
+};
+
+// Causal-LM batches: a window of S + 1 tokens gives inputs (its first S) and next-token targets (its last S); the
+// target after an end-of-text token, the next document's first token, is not predicted.
+struct CausalLmConfig {
+  int64_t eot_id = -1;
 };
 
 // Masked-LM batches: of the chosen tokens, 80% become [MASK], 10% a random token, 10% stay (BERT's recipe).
@@ -56,6 +68,7 @@ struct Dataset {
   // Text: int32 token ids (N, S), [PAD] = 0 after the text; batches become int64.
   torch::Tensor tokens;
   std::optional<MaskedLmConfig> masked_lm;  // set: targets are made per batch by masking
+  std::optional<CausalLmConfig> causal_lm;  // set: tokens are (N, S + 1) windows, targets their shift
   // Labels: int64 (N); undefined for masked-LM.
   torch::Tensor labels;
   int64_t num_classes = 0;
@@ -69,8 +82,11 @@ struct SampleShape {
   int64_t channels = 0, height = 0, width = 0;
   int64_t seq_len = 0;
   int64_t vocab_size = 0;
-  int64_t num_classes = 0;       // labels of a classifier; 0 for masked-LM
-  double masked_fraction = 0.0;  // masked-LM: share of positions the loss predicts (data.mask_prob)
+  int64_t num_classes = 0;          // labels of a classifier; 0 for masked-LM
+  double masked_fraction = 0.0;     // masked-LM: share of positions the loss predicts (data.mask_prob)
+  bool causal = false;              // next-token targets (causal_lm)
+  int64_t eot_id = -1;              // causal_lm: the token that ends each document
+  bool document_attention = false;  // causal_lm: positions attend only within their document
   int64_t features() const { return channels * height * width; }
 };
 SampleShape sample_shape(const DataConfig& config);
@@ -109,8 +125,15 @@ Dataset load_text_corpus(const DataConfig& config, const std::string& split, int
 Dataset load_text_classification(const DataConfig& config, const std::string& split, int64_t limit);
 std::vector<std::string> text_classification_labels(const std::string& root);
 
-// The files a text corpus root holds, in reading order; an error naming the root when there are none.
-std::vector<std::string> corpus_files(const std::string& root);
+// Documents for causal language modelling: data.root (a file, or every *.txt and *.jsonl under a folder, sorted)
+// read as documents (.txt: separated by data.document_delimiter lines; .jsonl: data.text_field of each line),
+// tokenized with data.tokenizer (or data.vocab), each followed by the end-of-text token, packed into windows of
+// data.seq_len + 1 tokens; every data.test_every-th window is the "test" split.
+Dataset load_causal_lm(const DataConfig& config, const std::string& split, int64_t limit);
+
+// The files with one of `extensions` a text corpus root holds, in reading order; an error naming the root when
+// there are none.
+std::vector<std::string> corpus_files(const std::string& root, const std::vector<std::string>& extensions = {".txt"});
 
 // Random samples already in the spec's batch shape, for benchmarks that keep disk and decoding out of the
 // measurement (`mpt bench` without --real-data).

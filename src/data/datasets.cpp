@@ -7,7 +7,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "data/image_folder.h"
-#include "data/wordpiece.h"
+#include "data/tokenizer.h"
 
 namespace mpt::data {
 namespace {
@@ -29,6 +29,11 @@ std::vector<DataProblem> at_root(const std::vector<std::string>& messages) {
 }
 
 std::vector<DataProblem> vocabulary_problems(const DataConfig& c) {
+  if (!c.tokenizer.empty()) {
+    if (const std::string why = path_problem(c.tokenizer, PathKind::kAny); !why.empty())
+      return {{"data.tokenizer", c.tokenizer + ": " + why + " (a Hugging Face tokenizer.json, or its folder)"}};
+    return {};
+  }
   if (const std::string why = path_problem(c.vocab, PathKind::kFile); !why.empty())
     return {{"data.vocab", c.vocab + ": " + why +
                                " (scripts/setup.sh converts bert-base-uncased's vocabulary to "
@@ -60,10 +65,10 @@ std::vector<DataProblem> image_folder_files(const DataConfig& c) {
   return {};
 }
 
-std::vector<DataProblem> text_corpus_files(const DataConfig& c) {
+std::vector<DataProblem> corpus_problems(const DataConfig& c, const std::vector<std::string>& extensions) {
   std::vector<DataProblem> problems = vocabulary_problems(c);
   try {
-    corpus_files(c.root);
+    corpus_files(c.root, extensions);
   } catch (const Error& e) {
     problems.insert(problems.begin(), {"data.root", e.what()});
   }
@@ -88,9 +93,20 @@ SampleShape image_shape(int64_t channels, int64_t size, int64_t classes) {
 SampleShape token_shape(const DataConfig& c, int64_t classes) {
   SampleShape shape;
   shape.seq_len = c.seq_len;
-  shape.vocab_size = Vocabulary::load(c.vocab).size();
+  shape.vocab_size = wordpiece_tokenizer(c).vocab().size();
   shape.num_classes = classes;
   shape.masked_fraction = classes == 0 ? c.mask_prob : 0.0;
+  return shape;
+}
+
+SampleShape causal_shape(const DataConfig& c) {
+  const auto tokenizer = text_tokenizer(c);
+  SampleShape shape;
+  shape.seq_len = c.seq_len;
+  shape.vocab_size = tokenizer->size();
+  shape.causal = true;
+  shape.eot_id = end_of_text_id(*tokenizer, c.eot_token);
+  shape.document_attention = c.document_attention;
   return shape;
 }
 
@@ -109,24 +125,44 @@ keys::OptionTable<DataConfig> image_keys(bool decodes_files) {
   return t;
 }
 
-// The keys every tokenized dataset reads; the masked-LM corpus adds its masking and its held-out share.
-keys::OptionTable<DataConfig> text_keys(bool masked_lm) {
+enum class TextKind { kMaskedLm, kClassification, kCausalLm };
+
+// The keys every tokenized dataset reads; the corpora add their held-out share, masked-LM its masking, causal-LM
+// how documents are read and end.
+keys::OptionTable<DataConfig> text_keys(TextKind kind) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   keys::OptionTable<DataConfig> t;
   t.add("data.vocab", &DataConfig::vocab,
         "Text datasets: WordPiece vocabulary, one token per line (scripts/setup.sh provides bert-base-uncased's).")
       .path();
+  t.add("data.tokenizer", &DataConfig::tokenizer,
+        "Text datasets: a Hugging Face tokenizer.json (or its folder) used instead of data.vocab: byte-level BPE for "
+        "causal_lm (scripts/setup.sh trains data/fortunes-bpe on the corpus), WordPiece for any.")
+      .path();
   t.add("data.lowercase", &DataConfig::lowercase,
-        "Text datasets: lower-case and strip accents, as bert-base-uncased does.");
-  t.add("data.seq_len", &DataConfig::seq_len, "Text datasets: tokens per sequence, [CLS] and [SEP] included.")
-      .between(3, 512);
-  if (!masked_lm) return t;
-  t.add("data.mask_prob", &DataConfig::mask_prob,
-        "text_corpus: share of tokens masked-LM predicts (80% [MASK], 10% random, 10% kept).")
-      .strictly_between(0, 1);
+        "Text datasets with data.vocab: lower-case and strip accents, as bert-base-uncased does.");
+  t.add("data.seq_len", &DataConfig::seq_len,
+        "Text datasets: tokens per sequence (for BERT's, [CLS] and [SEP] included).")
+      .between(3, 65536);
+  if (kind == TextKind::kClassification) return t;
   t.add("data.test_every", &DataConfig::test_every,
-        "text_corpus: every N-th packed sequence is held out for evaluation.")
+        "Text corpora: every N-th packed sequence is held out for evaluation.")
       .between(2, kInf);
+  if (kind == TextKind::kMaskedLm) {
+    t.add("data.mask_prob", &DataConfig::mask_prob,
+          "text_corpus: share of tokens masked-LM predicts (80% [MASK], 10% random, 10% kept).")
+        .strictly_between(0, 1);
+    return t;
+  }
+  t.add("data.text_field", &DataConfig::text_field, "causal_lm: the field of each .jsonl line that holds a document.");
+  t.add("data.document_delimiter", &DataConfig::document_delimiter,
+        "causal_lm: in .txt files, the line that ends a document (\"\" = an empty line; \"%\" for fortunes).");
+  t.add("data.eot_token", &DataConfig::eot_token,
+        "causal_lm: the token that ends each document (\"\" = the first of <|endoftext|>, <|end_of_text|>, </s>, "
+        "<eos>, [SEP] the tokenizer has).");
+  t.add("data.document_attention", &DataConfig::document_attention,
+        "causal_lm: positions attend only to their own document (the loss never predicts across a boundary "
+        "either way).");
   return t;
 }
 
@@ -147,13 +183,19 @@ const std::vector<DatasetKind>& kinds() {
                             static_cast<int64_t>(image_folder_classes(c.root).size()));
        },
        load_image_folder},
-      {"text_corpus", Modality::kTokens, text_keys(true), text_corpus_files,
+      {"text_corpus", Modality::kTokens, text_keys(TextKind::kMaskedLm),
+       [](const DataConfig& c) { return corpus_problems(c, {".txt"}); },
        [](const DataConfig& c) { return token_shape(c, 0); }, load_text_corpus},
-      {"text_classification", Modality::kTokens, text_keys(false), text_classification_files,
+      {"text_classification", Modality::kTokens, text_keys(TextKind::kClassification), text_classification_files,
        [](const DataConfig& c) {
          return token_shape(c, static_cast<int64_t>(text_classification_labels(c.root).size()));
        },
        load_text_classification},
+      {"causal_lm", Modality::kTokens, text_keys(TextKind::kCausalLm),
+       [](const DataConfig& c) {
+         return corpus_problems(c, {".txt", ".jsonl"});
+       },
+       causal_shape, load_causal_lm},
   };
   return table;
 }

@@ -123,7 +123,14 @@ Batch BatchLoader::file_batch(const torch::Tensor& indices, uint64_t seed) const
 }
 
 Batch BatchLoader::token_batch(const torch::Tensor& indices, uint64_t seed) const {
-  const torch::Tensor tokens = dataset_.tokens.index_select(0, indices).to(torch::kLong);  // (B, S)
+  const torch::Tensor tokens = dataset_.tokens.index_select(0, indices).to(torch::kLong);  // (B, S), or S + 1
+  if (dataset_.causal_lm) {
+    const int64_t s = tokens.size(1) - 1;
+    const torch::Tensor inputs = tokens.narrow(1, 0, s).contiguous();
+    const torch::Tensor targets =
+        tokens.narrow(1, 1, s).masked_fill(inputs.eq(dataset_.causal_lm->eot_id), kIgnoredTarget);
+    return {inputs, targets, target_positions(targets)};
+  }
   if (!dataset_.masked_lm) return {tokens, dataset_.labels.index_select(0, indices), {}};
   MaskedTokens masked = mask_tokens(tokens, *dataset_.masked_lm, seed);
   return {masked.inputs, masked.targets, target_positions(masked.targets)};

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "data/wordpiece.h"
+#include "data/tokenizer.h"
 
 namespace mpt::data {
 
@@ -13,14 +13,17 @@ Dataset synthetic_dataset(const DataConfig& config, int64_t samples) {
   Dataset dataset;
   if (shape.seq_len > 0) {  // random ids above the special tokens (BERT's first 1,000 ids are [PAD], [unused...])
     const int64_t first_word = std::min<int64_t>(1000, shape.vocab_size - 1);
-    dataset.tokens = torch::randint(first_word, shape.vocab_size, {samples, shape.seq_len}, generator,
+    const int64_t window = shape.seq_len + (shape.causal ? 1 : 0);  // causal: inputs and their next tokens
+    dataset.tokens = torch::randint(first_word, shape.vocab_size, {samples, window}, generator,
                                     torch::TensorOptions().dtype(torch::kInt));
-    if (shape.num_classes > 0) {  // labelled text (text_classification)
+    if (shape.causal) {
+      dataset.causal_lm = CausalLmConfig{shape.eot_id};
+    } else if (shape.num_classes > 0) {  // labelled text (text_classification)
       dataset.labels =
           torch::randint(0, shape.num_classes, {samples}, generator, torch::TensorOptions().dtype(torch::kLong));
       dataset.num_classes = shape.num_classes;
     } else {  // masked-LM: masking as the real corpus does it
-      dataset.masked_lm = masked_lm_config(Vocabulary::load(config.vocab), config.mask_prob);
+      dataset.masked_lm = masked_lm_config(wordpiece_tokenizer(config).vocab(), config.mask_prob);
     }
     return dataset;
   }

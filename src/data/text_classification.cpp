@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "data/dataset.h"
-#include "data/wordpiece.h"
+#include "data/tokenizer.h"
 
 namespace mpt::data {
 namespace {
@@ -49,7 +49,7 @@ Dataset load_text_classification(const DataConfig& config, const std::string& sp
   const std::vector<std::string> labels =
       split == "train" ? sorted_labels(examples) : text_classification_labels(config.root);
   if (limit > 0 && limit < static_cast<int64_t>(examples.size())) examples.resize(static_cast<size_t>(limit));
-  WordPieceTokenizer tokenizer(Vocabulary::load(config.vocab), config.lowercase);
+  WordPieceTokenizer tokenizer = wordpiece_tokenizer(config);
   const auto cls = static_cast<int32_t>(tokenizer.vocab().id("[CLS]"));
   const auto sep = static_cast<int32_t>(tokenizer.vocab().id("[SEP]"));
   const auto count = static_cast<int64_t>(examples.size());

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "data/dataset.h"
+#include "data/tokenizer.h"
 #include "data/wordpiece.h"
 
 namespace mpt::data {
@@ -40,7 +41,7 @@ void pack_file(const std::string& path, const WordPieceTokenizer& tokenizer, int
 }
 
 PackedCorpus pack_corpus(const DataConfig& config) {
-  WordPieceTokenizer tokenizer(Vocabulary::load(config.vocab), config.lowercase);
+  WordPieceTokenizer tokenizer = wordpiece_tokenizer(config);
   const Vocabulary& vocab = tokenizer.vocab();
   const auto cls = static_cast<int32_t>(vocab.id("[CLS]")), sep = static_cast<int32_t>(vocab.id("[SEP]"));
   const int64_t pad = vocab.id("[PAD]");
@@ -64,8 +65,9 @@ std::shared_ptr<const PackedCorpus> packed_corpus(const DataConfig& config) {
   static std::mutex mutex;
   static std::string cached_key;
   static std::shared_ptr<const PackedCorpus> cached;
-  const std::string key = config.root + '\n' + config.vocab + '\n' + std::to_string(config.lowercase) + '\n' +
-                          std::to_string(config.seq_len) + '\n' + std::to_string(config.mask_prob);
+  const std::string key = config.root + '\n' + config.vocab + '\n' + config.tokenizer + '\n' +
+                          std::to_string(config.lowercase) + '\n' + std::to_string(config.seq_len) + '\n' +
+                          std::to_string(config.mask_prob);
   std::lock_guard<std::mutex> lock(mutex);
   if (!cached || cached_key != key) {
     cached = std::make_shared<const PackedCorpus>(pack_corpus(config));
@@ -85,7 +87,7 @@ MaskedLmConfig masked_lm_config(const Vocabulary& vocab, double probability) {
   return config;
 }
 
-std::vector<std::string> corpus_files(const std::string& root) {
+std::vector<std::string> corpus_files(const std::string& root, const std::vector<std::string>& extensions) {
   std::error_code error;
   if (fs::is_regular_file(root, error)) return {root};
   if (!fs::is_directory(root, error)) throw Error(root + ": no such file or folder (the text corpus, data.root)");
@@ -100,11 +102,16 @@ std::vector<std::string> corpus_files(const std::string& root) {
     if (error) continue;  // a dangling link
     if (fs::is_directory(real)) {
       if (!folders_seen.insert(real).second) it.disable_recursion_pending();
-    } else if (it->path().extension() == ".txt" && fs::is_regular_file(real) && files_seen.insert(real).second) {
+    } else if (std::find(extensions.begin(), extensions.end(), it->path().extension().string()) != extensions.end() &&
+               fs::is_regular_file(real) && files_seen.insert(real).second) {
       files.push_back(it->path().string());
     }
   }
-  if (files.empty()) throw Error(root + ": no *.txt files in this folder (the text corpus, data.root)");
+  if (files.empty()) {
+    std::string kinds;
+    for (const auto& extension : extensions) kinds += (kinds.empty() ? "*" : " or *") + extension;
+    throw Error(root + ": no " + kinds + " files in this folder (the text corpus, data.root)");
+  }
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -1,6 +1,8 @@
 // Evaluation loop: sums on the device, one host read at the end.
 #include "train/evaluate.h"
 
+#include <cmath>
+
 #include "data/loader.h"
 #include "precision/autocast.h"
 
@@ -61,12 +63,16 @@ void Evaluator::evaluate_now(models::ModelImpl& model, torch::ScalarType dtype, 
   // checkpoint holds too.
   group_.broadcast(model.buffers(), "buffer broadcast");
   last_ = evaluate(model, test_set_, device_, dtype, config_.eval_batch_size, &group_);
-  metrics.write({{"kind", "eval"},
-                 {"step", step},
-                 {"eval", {{"loss", last_->loss}, {"accuracy", last_->accuracy}, {"samples", last_->samples}}}});
+  nlohmann::json eval = {{"loss", last_->loss}, {"accuracy", last_->accuracy}, {"samples", last_->samples}};
+  // A language model's loss is per token: its exponential, the perplexity, is what LM papers compare.
+  const bool language_model = test_set_.causal_lm.has_value();
+  if (language_model) eval["perplexity"] = std::exp(last_->loss);
+  metrics.write({{"kind", "eval"}, {"step", step}, {"eval", eval}});
   tensorboard.scalar("eval/loss", step, last_->loss);
   tensorboard.scalar("eval/accuracy", step, last_->accuracy);
-  logger.info("step {}: eval loss {:.4f} accuracy {:.4f} ({} samples)", step, last_->loss, last_->accuracy,
+  if (language_model) tensorboard.scalar("eval/perplexity", step, std::exp(last_->loss));
+  logger.info("step {}: eval loss {:.4f} {} {:.4f} ({} samples)", step, last_->loss,
+              language_model ? "perplexity" : "accuracy", language_model ? std::exp(last_->loss) : last_->accuracy,
               last_->samples);
 }
 
