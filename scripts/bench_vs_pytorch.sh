@@ -4,7 +4,7 @@
 # synthetic batches, interleaved (mpt, PyTorch, mpt, PyTorch, ...) so that machine noise hits both alike.
 # A benchmark, not a test.
 #
-#   scripts/bench_vs_pytorch.sh [ROUNDS] [CASE ...]   # default 3 rounds of every case; cases: mlp resnet50 bert vit
+#   scripts/bench_vs_pytorch.sh [ROUNDS] [CASE ...]   # default 3 rounds of every case; cases: mlp resnet50 bert vit llama
 #
 # Both use 2 threads, the wheel's MKL and oneDNN and the same allocator, tcmalloc (mpt links it; PyTorch gets it
 # through LD_PRELOAD; under glibc malloc PyTorch's steps were 3-5x slower from page faults) with the release rate
@@ -20,7 +20,7 @@ source scripts/common.sh  # median, rate; OPENBLAS_CORETYPE unset for the measur
 rounds=3
 if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then rounds=$1; shift; fi
 cases=("$@")
-[[ ${#cases[@]} -gt 0 ]] || cases=(mlp resnet50 bert vit)
+[[ ${#cases[@]} -gt 0 ]] || cases=(mlp resnet50 bert vit llama)
 mpt=./build/mpt
 python="$(scripts/torch_env.sh)/bin/python"
 limit=${MPT_BENCH_TIMEOUT:-600}
@@ -93,4 +93,21 @@ run_case "vit-tiny fp32 b128 patch7" 20 configs/vit_fmnist_fp32.yaml "optimizer.
 run_case "vit-tiny bf16 b128 patch7" 20 configs/vit_fmnist_mixed.yaml \
   "optimizer.name=adam optimizer.weight_decay=0 precision.strategy=autocast" \
   "--model vit-tiny --patch 7 --precision bf16 --batch 128"
+fi
+
+# Llama-style decoders at seq 256 on the fortunes BPE's 8,192 tokens (configs/llama_tiny_corpus*.yaml, no loss
+# scaling); the reference is transformers' LlamaForCausalLM with SDPA attention, eager and under torch.compile
+# (inductor), Adam on both sides. mpt keeps the norms, the tied head and the loss in FP32 (the family's islands);
+# transformers computes its head in BF16 under autocast.
+if want llama; then
+llama_case() {  # size batch steps
+  local size=$1 batch=$2 steps=$3 mpt_args="model.name=llama-$1 optimizer.name=adam optimizer.weight_decay=0 data.batch_size=$2"
+  local py="--model llama-$size --vocab 8192 --seq-len 256 --batch $batch --loss-scale 0"
+  run_case "llama-$size fp32 b$batch seq256" "$steps" configs/llama_tiny_corpus_fp32.yaml "$mpt_args" "$py --precision fp32"
+  run_case "llama-$size bf16 b$batch seq256" "$steps" configs/llama_tiny_corpus.yaml "$mpt_args" "$py --precision bf16"
+  run_case "llama-$size fp32 vs compile" "$steps" configs/llama_tiny_corpus_fp32.yaml "$mpt_args" "$py --precision fp32 --compile"
+  run_case "llama-$size bf16 vs compile" "$steps" configs/llama_tiny_corpus.yaml "$mpt_args" "$py --precision bf16 --compile"
+}
+llama_case tiny 8 20
+llama_case 135m 4 3
 fi

@@ -105,7 +105,34 @@ class BertMlm(nn.Module):
             return F.linear(h.float(), self.words.weight, self.decoder_bias)
 
 
+LLAMA_SIZES = {  # mpt's presets: hidden, intermediate, layers, heads, key/value heads
+    "llama-tiny": (256, 768, 4, 4, 2),
+    "llama-135m": (576, 1536, 30, 9, 3),
+}
+
+
+class CausalLm(nn.Module):
+    """transformers' LlamaForCausalLM as a user runs it (SDPA attention, its RMSNorm in FP32, the head in the compute
+    dtype under autocast), returning logits at every position."""
+
+    def __init__(self, name, vocab):
+        super().__init__()
+        import transformers
+        hidden, intermediate, layers, heads, kv_heads = LLAMA_SIZES[name]
+        config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate,
+                                          num_hidden_layers=layers, num_attention_heads=heads,
+                                          num_key_value_heads=kv_heads, max_position_embeddings=2048,
+                                          rms_norm_eps=1e-5, tie_word_embeddings=True, use_cache=False,
+                                          attn_implementation="sdpa")
+        self.model = transformers.LlamaForCausalLM(config)
+
+    def forward(self, ids, _unused):
+        return self.model(input_ids=ids, use_cache=False).logits.flatten(0, 1)
+
+
 def build(args):
+    if args.model in LLAMA_SIZES:
+        return CausalLm(args.model, args.vocab), "causal"
     if args.model == "mlp":
         return Mlp(args.channels * args.size * args.size, args.hidden, 10), (args.channels, args.size, args.size)
     if args.model == "bert-base":
@@ -132,7 +159,10 @@ def make_batches(args, shape):
     generator = torch.Generator().manual_seed(0)
     batches = []
     for _ in range(8):
-        if shape is None:  # token ids; 15% of positions predicted
+        if shape == "causal":  # token ids; every position predicts the next one
+            window = torch.randint(1000, args.vocab, (args.batch, args.seq_len + 1), generator=generator)
+            batches.append((window[:, :-1].contiguous(), torch.zeros(0), window[:, 1:].flatten()))
+        elif shape is None:  # token ids; 15% of positions predicted
             ids = torch.randint(1000, 30522, (args.batch, args.seq_len), generator=generator)
             masked = torch.rand(args.batch, args.seq_len, generator=generator) < 0.15
             batches.append((ids, masked, ids[masked]))
@@ -158,7 +188,10 @@ def make_optimizer(name, parameters, cuda):
 def main():
     global DEVICE
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="mlp", help="mlp, a torchvision resnet name, bert-base, or vit-tiny|small|b16")
+    parser.add_argument("--model", default="mlp",
+                        help="mlp, a torchvision resnet name, bert-base, vit-tiny|small|b16, or llama-tiny|135m")
+    parser.add_argument("--vocab", type=int, default=8192, help="Llama: vocabulary size (mpt's: the tokenizer's)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (inductor, default mode)")
     parser.add_argument("--patch", type=int, default=16, help="ViT: patch side (mpt's model.patch_size)")
     parser.add_argument("--hidden", type=int, nargs="*", default=[512])
     parser.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16"], default="bf16")
@@ -172,7 +205,7 @@ def main():
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--optimizer", choices=["adam", "sgd"], default="adam",
                         help="Adam (lr 1e-3), or SGD with momentum 0.9 (lr 0.1, DeepLearningExamples' ResNet recipe)")
-    parser.add_argument("--loss-scale", type=float, default=32768.0, help="dynamic scaling as mpt's mixed spec")
+    parser.add_argument("--loss-scale", type=float, default=32768.0, help="dynamic scaling as mpt's mixed spec; 0: none (a spec without loss scaling)")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
@@ -190,6 +223,8 @@ def main():
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer = make_optimizer(args.optimizer, model.parameters(), cuda)
+    if args.compile:
+        model = torch.compile(model)
     batches = make_batches(args, shape)
     if cuda:
         batches = [tuple(t.pin_memory() if t is not None else None for t in b) for b in batches]
@@ -198,7 +233,7 @@ def main():
     # FP16 on a GPU, and the CPU's mixed step (mpt's shipped mixed specs scale BF16's loss too), take the GradScaler
     # a user writes; BF16 on a GPU needs none.
     scaler = None
-    if mixed and (not cuda or args.precision == "fp16"):
+    if mixed and (not cuda or args.precision == "fp16") and args.loss_scale > 0:
         scaler = torch.amp.GradScaler(DEVICE, init_scale=args.loss_scale)
 
     def step(i):

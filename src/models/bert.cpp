@@ -34,27 +34,6 @@ torch::Tensor project(const precision::ModulePolicy& policy, const torch::nn::Li
   return policy.linear(x, layer->weight, layer->bias);
 }
 
-// The MLM decoder, h E^T + b with E the tied word embeddings, as one autograd node whose weight gradient is
-// computed as grad^T h: a contiguous (V, H) tensor of its own, into which autograd adds the lookup's sparse
-// gradient in place. Through addmm(b, h, E^T) autograd returned the transpose of h^T grad, which cannot take an
-// in-place add, so the sum became a dense (V, H) add against the grain (docs/findings.md).
-struct TiedDecoderFunction : public torch::autograd::Function<TiedDecoderFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h,
-                               const torch::Tensor& embedding, const torch::Tensor& bias) {
-    ctx->save_for_backward({h, embedding});
-    return torch::addmm(bias, h, embedding.t());  // (N, V)
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad_outputs) {
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &h = saved[0], &embedding = saved[1], &grad = grad_outputs[0];
-    return {ctx->needs_input_grad(0) ? grad.mm(embedding) : torch::Tensor(),
-            ctx->needs_input_grad(1) ? grad.t().mm(h) : torch::Tensor(),
-            ctx->needs_input_grad(2) ? grad.sum(0) : torch::Tensor()};
-  }
-};
-
 // A layer's closing LayerNorm through its runner, with its output also as the next projections read it
 // (precision::as_projection_input) when `for_projection`. When the norm is an FP32 island and the projections
 // compute in BF16 (the default policy of a mixed run), one pass writes both (ops::layer_norm_and_narrow) and its
@@ -291,7 +270,7 @@ torch::Tensor BertForMaskedLmImpl::head(const torch::Tensor& hidden) {
     const torch::Tensor h = layer_norm_through(transform_norm_runner_, transform_norm_,
                                                ops::gelu(project(policy_, transform_, x)));  // (N, H)
     const torch::Tensor& embedding = bert_->embeddings->word_embeddings->weight;
-    return TiedDecoderFunction::apply(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
+    return tied_decoder(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
   });
 }
 

@@ -21,11 +21,7 @@ const keys::OptionTable<BertOptions>& bert_options() {
         .add("model.heads", &BertOptions::heads,
              "BERT presets: attention heads; 0 = hidden size / 64 (Google's sizes).")
         .between(0, 1024);
-    options
-        .add("model.hf_config", &BertOptions::hf_config,
-             "BERT: a Hugging Face config.json (or its folder) whose architecture model.name: bert builds, e.g. "
-             "data/all-MiniLM-L6-v2 (scripts/setup.sh links the packaged all-MiniLM-L6-v2 there).")
-        .path();
+    options.add("model.hf_config", &BertOptions::hf_config, kHfConfigDoc).path();
     options
         .add("model.head", &BertOptions::head,
              "BERT: masked-LM pre-training (decoder tied to the word embeddings) or sequence classification.")
@@ -50,6 +46,9 @@ Model build_bert(const ModelConfig& config, const MemoryConfig& memory, const da
   if (sample.seq_len > bert.max_positions)
     throw UsageError("data.seq_len = " + std::to_string(sample.seq_len) + " exceeds BERT's " +
                      std::to_string(bert.max_positions) + " positions");
+  if (sample.causal)
+    throw UsageError("model.name: " + config.name +
+                     " is an encoder; causal_lm's next-token targets are for a decoder (model.name: llama-tiny)");
   if (bert.head == "mlm") {
     if (sample.num_classes > 0)
       throw UsageError(
@@ -71,6 +70,20 @@ std::vector<ModelProblem> bert_problems(const ModelConfig& config) {
       problems.push_back({"model.hf_config", options.hf_config + ": " + why});
   if (config.name == "bert" && options.hf_config.empty()) problems.push_back({"model.name", kNeedsHfConfig});
   return problems;
+}
+
+int64_t rows_of(const WeightShapes& weights, const std::string& name) {
+  const auto found = weights.find(name);
+  if (found == weights.end() || found->second.empty())
+    throw Error("no tensor '" + name + "' (not a BERT checkpoint of this head?)");
+  return found->second[0];
+}
+
+nlohmann::ordered_json export_config(const ModelConfig& config, const WeightShapes& weights) {
+  BertConfig bert = bert_architecture(config);
+  bert.vocab_size = rows_of(weights, "bert.embeddings.word_embeddings.weight");
+  if (bert.head == "classification") bert.num_classes = rows_of(weights, "classifier.weight");
+  return hf_bert_config(bert);
 }
 
 }  // namespace
@@ -103,7 +116,8 @@ const ModelFamily& bert_family() {
       {Recompute::kNone, Recompute::kFull, Recompute::kSelective},
       build_bert,
       bert_problems,
-      /*hf_base_prefix=*/"bert"};
+      /*hf_base_prefix=*/"bert",
+      export_config};
   return family;
 }
 

@@ -4,7 +4,10 @@
 // (run/plugins.cpp), so a new family is its model file and this descriptor, and a line in the registry.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,12 @@
 #include "precision/policy.h"
 
 namespace mpt::models {
+
+// model.hf_config's meaning, the same in every family that builds its architecture from a Hugging Face config.json
+// (a key two plug-ins declare must read alike).
+inline constexpr const char* kHfConfigDoc =
+    "BERT and Llama: a Hugging Face config.json (or its folder) whose architecture model.name: bert or llama builds, "
+    "e.g. data/all-MiniLM-L6-v2 (scripts/setup.sh links the packaged all-MiniLM-L6-v2 there).";
 
 // The spec's model section: what every family shares, and the values of the chosen family's own keys.
 struct ModelConfig {
@@ -36,6 +45,12 @@ struct ModelProblem {
 using ModelBuilder = std::function<Model(const ModelConfig&, const MemoryConfig&, const data::SampleShape&,
                                          const precision::ModulePolicy&)>;
 
+// A trained model's weights by name, as their shapes: what an export reads the vocabulary and the classes from.
+using WeightShapes = std::map<std::string, std::vector<int64_t>>;
+// The Hugging Face config.json that rebuilds the model `config` names with these weights; an mpt::Error naming the
+// tensor it needs when the weights lack it.
+using HfConfigWriter = std::function<nlohmann::ordered_json(const ModelConfig&, const WeightShapes&)>;
+
 struct ModelFamily {
   std::string prefix;                // "mlp", "resnet", "bert", "vit"
   std::string title;                 // as messages name it: "MLP", "ResNet", "BERT", "ViT"
@@ -51,6 +66,7 @@ struct ModelFamily {
   // Hugging Face's base_model_prefix: the head models' names put it before the base model's ("bert.embeddings...."),
   // so a file of the base model alone loads into them. Empty: names load as they are.
   std::string hf_base_prefix;
+  HfConfigWriter hf_config;  // null: `mpt export --format hf` does not take the family
 };
 
 }  // namespace mpt::models

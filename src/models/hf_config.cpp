@@ -1,4 +1,5 @@
-// config.json <-> BertConfig (see hf_config.h). Keys and defaults follow transformers' BertConfig.
+// config.json's keys, and config.json <-> BertConfig (see hf_config.h). Keys and defaults follow transformers'
+// BertConfig.
 #include "models/hf_config.h"
 
 #include <filesystem>
@@ -24,6 +25,28 @@ nlohmann::json parse_file(const std::string& path) {
   return json;
 }
 
+}  // namespace
+
+nlohmann::json read_hf_config_json(const std::string& path, std::string& file) {
+  file = std::filesystem::is_directory(path) ? path + "/config.json" : path;
+  return parse_file(file);
+}
+
+int64_t hf_config_size(const nlohmann::json& json, const std::string& file, const char* key, int64_t fallback,
+                       int64_t ceiling) {
+  if (!json.contains(key)) {
+    if (fallback > 0) return fallback;
+    throw Error(file + ": key '" + key + "' is missing");
+  }
+  const auto& value = json[key];
+  if (!value.is_number_integer() || value.get<int64_t>() <= 0 || value.get<int64_t>() > ceiling)
+    throw Error(
+        fmt::format("{}: key '{}' = {}: expected a positive integer up to {}", file, key, echo(value.dump()), ceiling));
+  return value.get<int64_t>();
+}
+
+namespace {
+
 // The largest value each size may take: far above every published BERT (and GPT-3's 96 layers of width 12,288),
 // low enough that no product of them overflows and no layer loop runs for minutes before the memory check.
 struct SizeKey {
@@ -37,15 +60,7 @@ constexpr SizeKey kVocabSize{"vocab_size", 0, int64_t{1} << 24}, kHiddenSize{"hi
     kPositions{"max_position_embeddings", 512, int64_t{1} << 20}, kTypeVocab{"type_vocab_size", 2, 65536};
 
 int64_t size_of(const nlohmann::json& json, const std::string& path, const SizeKey& size) {
-  if (!json.contains(size.key)) {
-    if (size.fallback > 0) return size.fallback;
-    throw Error(path + ": key '" + size.key + "' is missing");
-  }
-  const auto& value = json[size.key];
-  if (!value.is_number_integer() || value.get<int64_t>() <= 0 || value.get<int64_t>() > size.ceiling)
-    throw Error(fmt::format("{}: key '{}' = {}: expected a positive integer up to {}", path, size.key,
-                            echo(value.dump()), size.ceiling));
-  return value.get<int64_t>();
+  return hf_config_size(json, path, size.key, size.fallback, size.ceiling);
 }
 
 // The FP32 weights the architecture needs, by the key that sizes each part, refused before anything is allocated
@@ -80,8 +95,8 @@ void expect_string(const nlohmann::json& json, const std::string& path, const ch
 }  // namespace
 
 BertConfig read_hf_bert_config(const std::string& path) {
-  const std::string file = std::filesystem::is_directory(path) ? path + "/config.json" : path;
-  const nlohmann::json json = parse_file(file);
+  std::string file;
+  const nlohmann::json json = read_hf_config_json(path, file);
   expect_string(json, file, "model_type", "bert");
   expect_string(json, file, "hidden_act", "gelu");
   expect_string(json, file, "position_embedding_type", "absolute");

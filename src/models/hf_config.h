@@ -1,5 +1,6 @@
-// Hugging Face's config.json for BERT, both ways: the architecture of a pretrained model (all-MiniLM-L6-v2 is
-// 6 layers, hidden 384, 12 heads) and the file an export writes so that from_pretrained rebuilds mpt's model.
+// Hugging Face's config.json: reading its keys, and for BERT both ways: the architecture of a pretrained model
+// (all-MiniLM-L6-v2 is 6 layers, hidden 384, 12 heads) and the file an export writes so that from_pretrained rebuilds
+// mpt's model.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,14 @@
 #include "models/bert.h"
 
 namespace mpt::models {
+
+// The JSON object in `path` (a config.json, or a folder holding one), with `file` set to the file read; an error
+// naming it when it is missing, not JSON or not an object.
+nlohmann::json read_hf_config_json(const std::string& path, std::string& file);
+
+// `key` of `json` (read from `file`): a positive integer up to `ceiling`; `fallback` when absent (0: required).
+int64_t hf_config_size(const nlohmann::json& json, const std::string& file, const char* key, int64_t fallback,
+                       int64_t ceiling);
 
 // The architecture in `path` (a config.json, or a folder holding one). Dropout and the head are the spec's.
 // Throws mpt::Error naming the file, the key and what was expected.

@@ -76,7 +76,8 @@ const ModelFamily& mlp_family() {
                                   {Recompute::kNone},
                                   build_mlp,
                                   nullptr,
-                                  /*hf_base_prefix=*/""};
+                                  /*hf_base_prefix=*/"",
+                                  /*hf_config=*/nullptr};
   return family;
 }
 

@@ -72,15 +72,17 @@ Tensors recompute_in_backward(const Block& block, const Tensors& inputs, torch::
                               const precision::ModulePolicy& policy);
 
 // One block of a family's stack of single-tensor blocks under `mode`: full keeps only the block's input and runs it
-// again in backward; none (and a block's own selective recomputation) runs it as it is. ResNet's bottlenecks and
-// ViT's encoder layers go through it; BERT's layers carry their narrow copy beside the states and wrap themselves.
-template <typename BlockImpl>
+// again in backward; none (and a block's own selective recomputation) runs it as it is. `context` (rotary tables, a
+// mask: what the block reads without differentiating) is passed to its forward and kept by value for the second run.
+// ResNet's bottlenecks, ViT's and Llama's layers go through it; BERT's layers carry their narrow copy beside the
+// states and wrap themselves.
+template <typename BlockImpl, typename... Context>
 torch::Tensor through_block(BlockImpl& block, const torch::Tensor& x, Recompute mode,
-                            const precision::ModulePolicy& policy) {
-  if (mode != Recompute::kFull) return block.forward(x);
+                            const precision::ModulePolicy& policy, const Context&... context) {
+  if (mode != Recompute::kFull) return block.forward(x, context...);
   BlockImpl* raw = &block;  // the model holds its blocks past backward, where this runs again
-  return recompute_in_backward([raw](const Tensors& in) { return Tensors{raw->forward(in[0])}; }, {x}, block,
-                               policy)[0];
+  return recompute_in_backward(
+      [raw, context...](const Tensors& in) { return Tensors{raw->forward(in[0], context...)}; }, {x}, block, policy)[0];
 }
 
 }  // namespace mpt::models

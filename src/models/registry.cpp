@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "data/datasets.h"
 #include "models/bert.h"
+#include "models/llama.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
 #include "models/vit.h"
@@ -11,7 +12,8 @@
 namespace mpt::models {
 
 const std::vector<ModelFamily>& model_families() {
-  static const std::vector<ModelFamily> families = {mlp_family(), resnet_family(), bert_family(), vit_family()};
+  static const std::vector<ModelFamily> families = {mlp_family(), resnet_family(), bert_family(), vit_family(),
+                                                    llama_family()};
   return families;
 }
 

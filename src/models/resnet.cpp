@@ -295,7 +295,8 @@ const ModelFamily& resnet_family() {
                                   {Recompute::kNone, Recompute::kFull},
                                   build_resnet,
                                   nullptr,
-                                  /*hf_base_prefix=*/""};
+                                  /*hf_base_prefix=*/"",
+                                  /*hf_config=*/nullptr};
   return family;
 }
 

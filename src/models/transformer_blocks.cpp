@@ -5,6 +5,35 @@
 #include "ops/attention_scores.h"
 
 namespace mpt::models {
+namespace {
+
+// h E^T + b as one autograd node whose weight gradient is computed as grad^T h: a contiguous (V, H) tensor of its
+// own, into which autograd adds the lookup's sparse gradient in place. Through addmm(b, h, E^T) autograd returned the
+// transpose of h^T grad, which cannot take an in-place add, so the sum became a dense (V, H) add against the grain
+// (docs/findings.md).
+struct TiedDecoderFunction : public torch::autograd::Function<TiedDecoderFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h,
+                               const torch::Tensor& embedding, const c10::optional<torch::Tensor>& bias) {
+    ctx->save_for_backward({h, embedding});
+    ctx->saved_data["has_bias"] = bias.has_value();
+    return bias ? torch::addmm(*bias, h, embedding.t()) : h.mm(embedding.t());  // (N, V)
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &h = saved[0], &embedding = saved[1], &grad = grad_outputs[0];
+    const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
+    return {ctx->needs_input_grad(0) ? grad.mm(embedding) : torch::Tensor(),
+            ctx->needs_input_grad(1) ? grad.t().mm(h) : torch::Tensor(), bias_grad ? grad.sum(0) : torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor tied_decoder(const torch::Tensor& h, const torch::Tensor& embedding, const torch::Tensor& bias) {
+  return TiedDecoderFunction::apply(h, embedding, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt);
+}
 
 torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& mask_bias, double p, bool training, Scores scores) {

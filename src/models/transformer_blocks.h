@@ -1,5 +1,5 @@
-// Pieces every transformer family shares (BERT, ViT, the decoders next): the attention core with its FP32
-// softmax, heads split and merged, and a LayerNorm run through its precision runner.
+// Pieces every transformer family shares (BERT, ViT, Llama): the attention core with its FP32 softmax, heads split
+// and merged, a LayerNorm run through its precision runner, and a decoder tied to the word embeddings.
 #pragma once
 
 #include <torch/torch.h>
@@ -29,5 +29,9 @@ torch::Tensor merge_heads(const torch::Tensor& x);
 // affine parameters cast to match (LayerNorm has no mixed-dtype kernel).
 torch::Tensor layer_norm_through(const precision::ModuleRunner& runner, const torch::nn::LayerNorm& norm,
                                  const torch::Tensor& x);
+
+// A head tied to the word embeddings E (V, H): h (N, H) -> h E^T + b (N, V), `bias` optional. Its gradient for E is
+// a dense tensor of its own, into which a sparse lookup gradient is added in place (BERT's MLM decoder, tied decoders).
+torch::Tensor tied_decoder(const torch::Tensor& h, const torch::Tensor& embedding, const torch::Tensor& bias = {});
 
 }  // namespace mpt::models

@@ -197,7 +197,8 @@ const ModelFamily& vit_family() {
                                   {Recompute::kNone, Recompute::kFull},
                                   build_vit,
                                   nullptr,
-                                  /*hf_base_prefix=*/""};
+                                  /*hf_base_prefix=*/"",
+                                  /*hf_config=*/nullptr};
   return family;
 }
 

@@ -7,8 +7,8 @@
 #include "common/files.h"
 #include "config/load.h"
 #include "data/dataset.h"
+#include "data/tokenizer.h"
 #include "data/wordpiece.h"
-#include "models/hf_config.h"
 #include "models/registry.h"
 #include "run/sections.h"
 
@@ -16,12 +16,6 @@ namespace mpt::run {
 namespace {
 
 namespace fs = std::filesystem;
-
-int64_t rows_of(const io::NamedTensorList& weights, const std::string& name, const std::string& checkpoint) {
-  for (const auto& [key, tensor] : weights)
-    if (key == name) return tensor.size(0);
-  throw Error(checkpoint + ": no tensor '" + name + "' (not a BERT checkpoint of this head?)");
-}
 
 // BERT's special tokens, as bert-base-uncased names them; the vocabulary must hold each.
 const char* const kSpecialTokens[][2] = {{"unk_token", "[UNK]"},
@@ -61,8 +55,28 @@ void write_tokenizer(const ExperimentConfig& c, const nlohmann::json& special, c
   write_file_atomically(out + "/special_tokens_map.json", special.dump(2) + "\n");
 }
 
+// A tokenizer.json as trained with, and the settings that make AutoTokenizer load it as a fast tokenizer whose end
+// of text is the run's. Returns that token's id for config.json.
+int64_t write_tokenizer_json(const ExperimentConfig& c, const std::string& out) {
+  const std::string& source = c.data.tokenizer;
+  const std::string file = fs::is_directory(source) ? source + "/tokenizer.json" : source;
+  if (!fs::is_regular_file(file))
+    throw Error("--format hf: the run's tokenizer " + file +
+                " (data.tokenizer) is not there to copy; run the export from the folder the run was trained in");
+  const auto tokenizer = data::read_tokenizer_json(file);
+  const int64_t eot = data::end_of_text_id(*tokenizer, c.data.eot_token);
+  const nlohmann::json settings = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                   {"eos_token", tokenizer->token(eot)},
+                                   {"bos_token", tokenizer->token(eot)},
+                                   {"model_max_length", c.data.seq_len},
+                                   {"clean_up_tokenization_spaces", false}};
+  fs::copy_file(file, out + "/tokenizer.json", fs::copy_options::overwrite_existing);
+  write_file_atomically(out + "/tokenizer_config.json", settings.dump(2) + "\n");
+  return eot;
+}
+
 // id2label/label2id from the dataset's classes, in the order the run numbered them.
-std::string add_labels(const ExperimentConfig& c, nlohmann::json& config) {
+std::string add_labels(const ExperimentConfig& c, nlohmann::ordered_json& config) {
   std::vector<std::string> labels;
   try {
     labels = data::text_classification_labels(c.data.root);
@@ -141,20 +155,31 @@ std::vector<std::string> write_hf_folder(const std::string& checkpoint, const io
     throw UsageError("--format hf: " + checkpoint + " is not inside a run directory (no " + spec_path +
                      " to take the architecture from)");
   const ExperimentConfig c = read_sections(config::load_spec(spec_path, {}));
-  if (models::model_family(c.model.name).prefix != "bert")
-    throw UsageError("--format hf exports BERT runs; " + spec_path + " has model.name: " + c.model.name);
-  models::BertConfig bert = models::bert_architecture(c.model);
-  bert.vocab_size = rows_of(weights, "bert.embeddings.word_embeddings.weight", checkpoint);
-  if (bert.head == "classification") bert.num_classes = rows_of(weights, "classifier.weight", checkpoint);
-  const nlohmann::json special = special_tokens(c);
+  const models::ModelFamily& family = models::model_family(c.model.name);
+  if (!family.hf_config)
+    throw UsageError("--format hf exports BERT and Llama runs; " + spec_path + " has model.name: " + c.model.name);
+  models::WeightShapes shapes;
+  for (const auto& [name, tensor] : weights) shapes[name] = tensor.sizes().vec();
+  nlohmann::ordered_json config;
+  try {
+    config = family.hf_config(c.model, shapes);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error(checkpoint + ": " + e.what());
+  }
+  const bool wordpiece = c.data.tokenizer.empty();
+  const nlohmann::json special = wordpiece ? special_tokens(c) : nlohmann::json();
   std::vector<std::string> warnings;
-  nlohmann::json config = models::hf_bert_config(bert);
-  if (bert.head == "classification" && c.data.name == "text_classification")
+  if (config.contains("num_labels") && c.data.name == "text_classification")
     if (std::string warning = add_labels(c, config); !warning.empty()) warnings.push_back(warning);
   prepare_folder(out, force);
   io::write_weights(out + "/model.safetensors", weights, "safetensors");
+  if (wordpiece)
+    write_tokenizer(c, special, out);
+  else
+    config["eos_token_id"] = config["bos_token_id"] = write_tokenizer_json(c, out);
   write_file_atomically(out + "/config.json", config.dump(2) + "\n");
-  write_tokenizer(c, special, out);
   return warnings;
 }
 

@@ -1,6 +1,7 @@
-// A trained BERT run as a complete Hugging Face model folder: config.json (with id2label/label2id for a
-// classifier), model.safetensors, and the tokenizer the run trained with (vocab.txt, tokenizer_config.json,
-// special_tokens_map.json), so that AutoTokenizer, AutoModel and pipeline() load the folder as they load the hub's.
+// A trained BERT or Llama run as a complete Hugging Face model folder: config.json (the family's, with
+// id2label/label2id for a classifier), model.safetensors, and the tokenizer the run trained with (vocab.txt,
+// tokenizer_config.json and special_tokens_map.json for WordPiece; tokenizer.json and tokenizer_config.json for a
+// data.tokenizer), so that AutoTokenizer, AutoModel* and pipeline() load the folder as they load the hub's.
 #pragma once
 
 #include <string>

@@ -25,7 +25,7 @@ precision::PrecisionConfig recipe_config(precision::Mode mode, precision::Strate
   precision::PrecisionConfig config;
   config.mode = mode;
   config.strategy = strategy;
-  config.fp32_modules = {"fc", "*LayerNorm", "classifier"};
+  config.fp32_modules = {"fc", "*LayerNorm", "classifier", "*layernorm", "model.norm", "lm_head"};
   config.fp8.recipe = fp8_recipe;
   return config;
 }
@@ -40,9 +40,10 @@ Outcome one_step(const std::string& name, Recompute recompute, const precision::
   model_config.options.set("model.head", std::string("classification"));
   model_config.options.set("model.small_input", true);
   model_config.options.set("model.patch_size", int64_t{4});
-  const bool text = name.rfind("bert", 0) == 0;
+  const bool causal = name.rfind("llama", 0) == 0, text = causal || name.rfind("bert", 0) == 0;
   data::SampleShape sample = text ? data::SampleShape{} : testing::image_sample(3, 16, 10);
-  if (text) sample.seq_len = 32, sample.vocab_size = 200, sample.num_classes = 3;
+  if (text) sample.seq_len = 32, sample.vocab_size = 200, sample.num_classes = causal ? 0 : 3;
+  sample.causal = causal;
   torch::manual_seed(3);
   const precision::ModulePolicy policy(config.fp32_modules);
   models::Model model = models::build_model(model_config, sample, policy, models::MemoryConfig{recompute});
@@ -50,12 +51,14 @@ Outcome one_step(const std::string& name, Recompute recompute, const precision::
   model->train();
   torch::manual_seed(4);  // the batch and the dropout masks
   const torch::Tensor inputs = text ? torch::randint(5, 200, {4, 32}) : torch::randn({4, 3, 16, 16});
-  const torch::Tensor targets = torch::randint(0, text ? 3 : 10, {4});
+  const torch::Tensor targets =
+      causal ? inputs.roll(-1, 1) : torch::randint(0, text ? 3 : 10, {4});  // next tokens (the last wraps around)
   torch::Tensor loss;
   const int64_t bytes_before = hardware::cpu_tensor_bytes();
   {
     precision::AutocastScope autocast(torch::kCPU, recipe.compute_dtype());
-    loss = torch::nn::functional::cross_entropy(model->predict(inputs, targets).logits.to(torch::kFloat), targets);
+    const models::Prediction prediction = model->predict(inputs, targets);
+    loss = torch::nn::functional::cross_entropy(prediction.logits.to(torch::kFloat), prediction.targets);
   }
   if (kept_bytes) *kept_bytes = hardware::cpu_tensor_bytes() - bytes_before;
   loss.backward();
@@ -122,6 +125,21 @@ TEST_CASE("full checkpointing of ViT blocks gives bit-identical gradients under 
   check_recompute("vit-tiny", Recompute::kFull, Mode::kMixedBf16, Strategy::kMasterWeights);
   check_recompute("vit-tiny", Recompute::kFull, Mode::kFp8, Strategy::kMasterWeights, "delayed");
   check_recompute("vit-tiny", Recompute::kFull, Mode::kFp8, Strategy::kMasterWeights, "mxfp8");
+}
+
+TEST_CASE(
+    "full and selective checkpointing of Llama layers give bit-identical gradients under every recipe, FP8's "
+    "amaxes recorded once",
+    "[fast][models][memory]") {
+  using precision::Mode, precision::Strategy;
+  for (Recompute recompute : {Recompute::kFull, Recompute::kSelective}) {
+    INFO(models::recompute_name(recompute));
+    check_recompute("llama-tiny", recompute, Mode::kFp32, Strategy::kAutocast);
+    check_recompute("llama-tiny", recompute, Mode::kMixedBf16, Strategy::kAutocast);
+    check_recompute("llama-tiny", recompute, Mode::kMixedBf16, Strategy::kMasterWeights);
+    check_recompute("llama-tiny", recompute, Mode::kFp8, Strategy::kMasterWeights, "delayed");
+    check_recompute("llama-tiny", recompute, Mode::kFp8, Strategy::kMasterWeights, "mxfp8");
+  }
 }
 
 TEST_CASE("checkpointing changes nothing in evaluation, and a model family says which modes it has blocks for",
