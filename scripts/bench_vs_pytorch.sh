@@ -4,7 +4,7 @@
 # synthetic batches, interleaved (mpt, PyTorch, mpt, PyTorch, ...) so that machine noise hits both alike.
 # A benchmark, not a test.
 #
-#   scripts/bench_vs_pytorch.sh [ROUNDS] [CASE ...]   # default 3 rounds of every case; cases: mlp resnet50 bert vit llama
+#   scripts/bench_vs_pytorch.sh [ROUNDS] [CASE ...]   # default 3 rounds of every case; cases: mlp resnet50 bert vit llama (llama-tiny, llama-135m alone)
 #
 # Both use 2 threads, the wheel's MKL and oneDNN and the same allocator, tcmalloc (mpt links it; PyTorch gets it
 # through LD_PRELOAD; under glibc malloc PyTorch's steps were 3-5x slower from page faults) with the release rate
@@ -99,15 +99,18 @@ fi
 # scaling); the reference is transformers' LlamaForCausalLM with SDPA attention, eager and under torch.compile
 # (inductor), Adam on both sides. mpt keeps the norms, the tied head and the loss in FP32 (the family's islands);
 # transformers computes its head in BF16 under autocast.
-if want llama; then
+if want llama || want llama-tiny || want llama-135m; then
 llama_case() {  # size batch steps
   local size=$1 batch=$2 steps=$3 mpt_args="model.name=llama-$1 optimizer.name=adam optimizer.weight_decay=0 data.batch_size=$2"
-  local py="--model llama-$size --vocab 8192 --seq-len 256 --batch $batch --loss-scale 0"
+  local py="--model llama-$size --vocab 8192 --seq-len 256 --batch $batch --loss-scale 0" bf16_head
+  bf16_head='precision.fp32_modules=["*layernorm","model.norm"]'  # the head in BF16, as transformers runs it
   run_case "llama-$size fp32 b$batch seq256" "$steps" configs/llama_tiny_corpus_fp32.yaml "$mpt_args" "$py --precision fp32"
   run_case "llama-$size bf16 b$batch seq256" "$steps" configs/llama_tiny_corpus.yaml "$mpt_args" "$py --precision bf16"
+  run_case "llama-$size bf16, BF16 head" "$steps" configs/llama_tiny_corpus.yaml "$mpt_args $bf16_head" "$py --precision bf16"
+  [[ $size == tiny || ${MPT_BENCH_COMPILE_135M:-0} == 1 ]] || return 0  # compiling 135m takes minutes a run
   run_case "llama-$size fp32 vs compile" "$steps" configs/llama_tiny_corpus_fp32.yaml "$mpt_args" "$py --precision fp32 --compile"
-  run_case "llama-$size bf16 vs compile" "$steps" configs/llama_tiny_corpus.yaml "$mpt_args" "$py --precision bf16 --compile"
+  run_case "llama-$size bf16 vs compile" "$steps" configs/llama_tiny_corpus.yaml "$mpt_args $bf16_head" "$py --precision bf16 --compile"
 }
-llama_case tiny 8 20
-llama_case 135m 4 3
+if want llama || want llama-tiny; then llama_case tiny 8 20; fi
+if want llama || want llama-135m; then llama_case 135m 4 3; fi
 fi

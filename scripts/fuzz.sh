@@ -20,7 +20,7 @@ if [[ ${1:-} == --runs ]]; then limit=(-runs="$2"); shift 2
 elif [[ ${1:-} =~ ^[0-9]+$ ]]; then limit=(-max_total_time="$1"); shift; fi
 harnesses=("$@")
 all=(spec suite jsonl idx cifar wordpiece tsv corpus pickle weights image hf_config tokenize override fp8_state
-  mlflow_answer spool checkpoint)
+  mlflow_answer spool checkpoint tokenizer_json)
 [[ ${#harnesses[@]} -gt 0 ]] || harnesses=("${all[@]}")
 
 env_dir=$(scripts/torch_env.sh)
@@ -34,7 +34,7 @@ cmake --build build-fuzz -j "$(nproc)" --target "${harnesses[@]/#/fuzz_}"
 
 # Seeds, made once (again when a harness has none).
 seeds=build-fuzz/seeds
-if [[ ! -f $seeds/.made || ! -d $seeds/spool ]]; then
+if [[ ! -f $seeds/.made || ! -d $seeds/tokenizer_json ]]; then
   rm -rf "$seeds" && mkdir -p "${all[@]/#/$seeds/}"
   cp configs/*.yaml "$seeds/spec/"
   cp scripts/nightly_example.yaml "$seeds/suite/"
@@ -62,6 +62,12 @@ if [[ ! -f $seeds/.made || ! -d $seeds/spool ]]; then
     >>"$seeds/spool/entry.json"
   printf 'optimizer.lr=3e-4\n+train.epochs=2\n++model.hidden_sizes=[64, 32]\n~optimizer.lr=0.01\n' >"$seeds/override/mix"
   [[ -f data/all-MiniLM-L6-v2/config.json ]] && cp data/all-MiniLM-L6-v2/config.json "$seeds/hf_config/"
+  if [[ -f data/corpus/fortunes/art.txt ]]; then  # a byte-level BPE of 300 tokens, small enough to mutate
+    "$python" -c 'import sys; from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+t = Tokenizer(models.BPE()); t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+t.train([sys.argv[1]], trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"], show_progress=False))
+t.save(sys.argv[2])' data/corpus/fortunes/art.txt "$seeds/tokenizer_json/bpe.json" || true
+  fi
   printf '{"model_type": "bert", "vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2, ' >"$seeds/hf_config/tiny.json"
   printf '"num_attention_heads": 2, "intermediate_size": 512}\n' >>"$seeds/hf_config/tiny.json"
   if [[ -f data/fortune_topics/train.tsv ]]; then  # train.tsv, a form feed, test.tsv: the harness splits there

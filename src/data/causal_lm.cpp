@@ -3,11 +3,11 @@
 // inputs are its first seq_len tokens, its targets the last seq_len).
 #include <filesystem>
 #include <memory>
-#include <mutex>
 
 #include "common/error.h"
 #include "common/json.h"
 #include "data/dataset.h"
+#include "data/last_made.h"
 #include "data/tokenizer.h"
 
 namespace mpt::data {
@@ -84,18 +84,10 @@ PackedDocuments pack_documents(const DataConfig& config) {
 
 // Train and test come from one tokenization pass: the last corpus packed is kept for the other split.
 std::shared_ptr<const PackedDocuments> packed_documents(const DataConfig& config) {
-  static std::mutex mutex;
-  static std::string cached_key;
-  static std::shared_ptr<const PackedDocuments> cached;
   const std::string key = config.root + '\n' + config.tokenizer + '\n' + config.vocab + '\n' +
                           std::to_string(config.lowercase) + '\n' + std::to_string(config.seq_len) + '\n' +
                           config.text_field + '\n' + config.document_delimiter + '\n' + config.eot_token;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!cached || cached_key != key) {
-    cached = std::make_shared<const PackedDocuments>(pack_documents(config));
-    cached_key = key;
-  }
-  return cached;
+  return last_made<PackedDocuments>(key, [&] { return pack_documents(config); });
 }
 
 }  // namespace

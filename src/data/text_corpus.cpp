@@ -2,11 +2,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <set>
 
 #include "common/error.h"
 #include "data/dataset.h"
+#include "data/last_made.h"
 #include "data/tokenizer.h"
 #include "data/wordpiece.h"
 
@@ -62,18 +62,10 @@ PackedCorpus pack_corpus(const DataConfig& config) {
 
 // Train and test come from one tokenisation pass: the last corpus packed is kept for the other split.
 std::shared_ptr<const PackedCorpus> packed_corpus(const DataConfig& config) {
-  static std::mutex mutex;
-  static std::string cached_key;
-  static std::shared_ptr<const PackedCorpus> cached;
   const std::string key = config.root + '\n' + config.vocab + '\n' + config.tokenizer + '\n' +
                           std::to_string(config.lowercase) + '\n' + std::to_string(config.seq_len) + '\n' +
                           std::to_string(config.mask_prob);
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!cached || cached_key != key) {
-    cached = std::make_shared<const PackedCorpus>(pack_corpus(config));
-    cached_key = key;
-  }
-  return cached;
+  return last_made<PackedCorpus>(key, [&] { return pack_corpus(config); });
 }
 
 }  // namespace

@@ -125,16 +125,24 @@ std::shared_ptr<const icu::RegexPattern> compile(const std::string& pattern, boo
   return compiled;
 }
 
-PreTokenizer regex_split(std::shared_ptr<const icu::RegexPattern> pattern, Behavior behavior, bool invert) {
-  return [pattern, behavior, invert](const std::string& piece, Pieces& out) {
+// ICU's work limit for one match (its time units, about a millisecond each): a file's own regex that backtracks
+// without end is refused instead of hanging the run.
+constexpr int32_t kRegexTimeLimit = 1000;
+
+PreTokenizer regex_split(std::shared_ptr<const icu::RegexPattern> pattern, Behavior behavior, bool invert,
+                         const std::string& where) {
+  return [pattern, behavior, invert, where](const std::string& piece, Pieces& out) {
     const icu::UnicodeString text = icu::UnicodeString::fromUTF8(piece);
     UErrorCode status = U_ZERO_ERROR;
     std::unique_ptr<icu::RegexMatcher> matcher(pattern->matcher(text, status));
     MPT_CHECK(U_SUCCESS(status), "ICU could not make a regex matcher");
+    matcher->setTimeLimit(kRegexTimeLimit, status);
     std::vector<std::pair<int32_t, int32_t>> matches;
     while (matcher->find(status) && U_SUCCESS(status))
       matches.emplace_back(matcher->start(status), matcher->end(status));
-    MPT_CHECK(U_SUCCESS(status), "ICU regex matching failed");
+    if (U_FAILURE(status))
+      throw Error(where + ": the pattern failed on a piece of " + std::to_string(piece.size()) + " bytes (" +
+                  u_errorName(status) + "): a regex that backtracks without end?");
     emit(text, spans_from(matches, text.length(), invert), behavior, out);
   };
 }
@@ -174,7 +182,7 @@ std::string text_field(const Json& spec, const char* key, const std::string& whe
 PreTokenizer byte_level(const Json& spec, const std::string& where) {
   const bool prefix_space = flag(spec, "add_prefix_space", true, where);
   const PreTokenizer split = flag(spec, "use_regex", true, where)
-                                 ? regex_split(compile(kGpt2Pattern, false, where), Behavior::kIsolated, false)
+                                 ? regex_split(compile(kGpt2Pattern, false, where), Behavior::kIsolated, false, where)
                                  : PreTokenizer([](const std::string& piece, Pieces& out) { out.push_back(piece); });
   return [prefix_space, split](const std::string& piece, Pieces& out) {
     Pieces parts;
@@ -195,7 +203,8 @@ PreTokenizer split_pre_tokenizer(const Json& spec, const std::string& where) {
   const bool literal = pattern.contains("String");
   const std::string text = text_field(pattern, literal ? "String" : "Regex", where + ": pattern");
   if (literal && text.empty()) return [](const std::string& piece, Pieces& out) { out.push_back(piece); };
-  return regex_split(compile(text, literal, where), behavior_of(spec, where), flag(spec, "invert", false, where));
+  return regex_split(compile(text, literal, where), behavior_of(spec, where), flag(spec, "invert", false, where),
+                     where);
 }
 
 PreTokenizer sequence_of(const Json& steps, const std::string& where) {
@@ -272,7 +281,7 @@ PreTokenizer make_pre_tokenizer(const Json& spec, const std::string& where) {
                       flag(spec, "individual_digits", false, where) ? Behavior::kIsolated : Behavior::kContiguous);
   if (type == "WhitespaceSplit") return char_split(is_white_space, Behavior::kRemoved);
   if (type == "Whitespace")  // the gaps between words and punctuation runs, removed
-    return regex_split(compile(R"(\w+|[^\w\s]+)", false, where), Behavior::kRemoved, /*invert=*/true);
+    return regex_split(compile(R"(\w+|[^\w\s]+)", false, where), Behavior::kRemoved, /*invert=*/true, where);
   throw Error(where + ": pre-tokenizer type '" + type +
               "' is not one mpt reads (ByteLevel, Split, Sequence, Digits, Whitespace, WhitespaceSplit)");
 }

@@ -1,6 +1,5 @@
 // The BERT family's descriptor (see bert.h): its keys, its architecture from a preset or a config.json, its checks.
 #include "common/error.h"
-#include "common/files.h"
 #include "models/bert.h"
 #include "models/hf_config.h"
 
@@ -63,13 +62,7 @@ Model build_bert(const ModelConfig& config, const MemoryConfig& memory, const da
 }
 
 std::vector<ModelProblem> bert_problems(const ModelConfig& config) {
-  const BertOptions options = bert_options().read(config.options);
-  std::vector<ModelProblem> problems;
-  if (!options.hf_config.empty())
-    if (const std::string why = path_problem(options.hf_config, PathKind::kAny); !why.empty())
-      problems.push_back({"model.hf_config", options.hf_config + ": " + why});
-  if (config.name == "bert" && options.hf_config.empty()) problems.push_back({"model.name", kNeedsHfConfig});
-  return problems;
+  return hf_config_problems(config, bert_options().read(config.options).hf_config, "bert", kNeedsHfConfig);
 }
 
 int64_t rows_of(const WeightShapes& weights, const std::string& name) {

@@ -45,6 +45,16 @@ int64_t hf_config_size(const nlohmann::json& json, const std::string& file, cons
   return value.get<int64_t>();
 }
 
+std::vector<ModelProblem> hf_config_problems(const ModelConfig& config, const std::string& hf_config,
+                                             const std::string& bare_name, const std::string& needs) {
+  std::vector<ModelProblem> problems;
+  if (!hf_config.empty())
+    if (const std::string why = path_problem(hf_config, PathKind::kAny); !why.empty())
+      problems.push_back({"model.hf_config", hf_config + ": " + why});
+  if (config.name == bare_name && hf_config.empty()) problems.push_back({"model.name", needs});
+  return problems;
+}
+
 namespace {
 
 // The largest value each size may take: far above every published BERT (and GPT-3's 96 layers of width 12,288),

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "models/bert.h"
 
@@ -18,6 +19,11 @@ nlohmann::json read_hf_config_json(const std::string& path, std::string& file);
 // `key` of `json` (read from `file`): a positive integer up to `ceiling`; `fallback` when absent (0: required).
 int64_t hf_config_size(const nlohmann::json& json, const std::string& file, const char* key, int64_t fallback,
                        int64_t ceiling);
+
+// model.hf_config's problems for a family whose bare name (`bare_name`: "bert", "llama") builds from it: a path
+// that is not there, or the bare name without one (`needs` says what to do).
+std::vector<ModelProblem> hf_config_problems(const ModelConfig& config, const std::string& hf_config,
+                                             const std::string& bare_name, const std::string& needs);
 
 // The architecture in `path` (a config.json, or a folder holding one). Dropout and the head are the spec's.
 // Throws mpt::Error naming the file, the key and what was expected.

@@ -182,8 +182,9 @@ torch::Tensor LlamaForCausalLmImpl::decode(const torch::Tensor& ids) {
 torch::Tensor LlamaForCausalLmImpl::head(const torch::Tensor& hidden) {
   const torch::Tensor normed = rms_norm_through(norm_runner_, norm_, config_.rms_norm_eps, hidden);
   return head_runner_(normed, [&](const torch::Tensor& h) {
-    if (lm_head_) return policy_.linear(h, lm_head_->weight, {});
-    return tied_decoder(h, embed_tokens_->weight.to(h.scalar_type()));
+    const torch::Tensor input = precision::as_projection_input(h);  // the norm may be an island the head is not
+    if (lm_head_) return policy_.linear(input, lm_head_->weight, {});
+    return tied_decoder(input, embed_tokens_->weight.to(input.scalar_type()));
   });
 }
 

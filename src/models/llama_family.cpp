@@ -4,7 +4,6 @@
 
 #include "common/echo.h"
 #include "common/error.h"
-#include "common/files.h"
 #include "hardware/hardware.h"
 #include "models/hf_config.h"
 #include "models/llama.h"
@@ -100,13 +99,7 @@ Model build_llama(const ModelConfig& config, const MemoryConfig& memory, const d
 }
 
 std::vector<ModelProblem> llama_problems(const ModelConfig& config) {
-  const LlamaOptions options = llama_options().read(config.options);
-  std::vector<ModelProblem> problems;
-  if (!options.hf_config.empty())
-    if (const std::string why = path_problem(options.hf_config, PathKind::kAny); !why.empty())
-      problems.push_back({"model.hf_config", options.hf_config + ": " + why});
-  if (config.name == "llama" && options.hf_config.empty()) problems.push_back({"model.name", kNeedsHfConfig});
-  return problems;
+  return hf_config_problems(config, llama_options().read(config.options).hf_config, "llama", kNeedsHfConfig);
 }
 
 int64_t rows_of(const WeightShapes& weights, const std::string& name) {

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "models/llama.h"
 #include "models/registry.h"
+#include "precision/autocast.h"
 #include "tests/support/helpers.h"
 
 using namespace mpt;
@@ -143,4 +144,21 @@ TEST_CASE("a Llama config.json: grouped-query heads, rope_theta in either place,
   CHECK(again.hidden == tiny.hidden);
   CHECK(again.kv_heads == tiny.kv_heads);
   CHECK(again.tie_embeddings);
+}
+
+TEST_CASE("a Llama whose norms are FP32 islands and whose tied head is not trains under BF16 autocast",
+          "[fast][models]") {
+  torch::manual_seed(0);
+  const models::Model model = llama("llama-tiny", text_sample(64), {"*layernorm", "model.norm"});
+  const torch::Tensor ids = torch::randint(1, 64, {2, 16}), targets = ids.roll(-1, 1);
+  models::Prediction prediction;
+  {
+    precision::AutocastScope autocast(torch::kCPU, torch::kBFloat16);
+    prediction = model->predict(ids, targets);
+  }
+  CHECK(prediction.logits.scalar_type() == torch::kBFloat16);  // the head in the compute dtype
+  torch::nn::functional::cross_entropy(prediction.logits.to(torch::kFloat), prediction.targets).backward();
+  const torch::Tensor grad = model->named_parameters()["model.embed_tokens.weight"].grad();
+  REQUIRE(grad.defined());
+  CHECK(grad.isfinite().all().item<bool>());
 }
