@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "data/dataset.h"
+#include "data/held_out.h"
 #include "data/last_made.h"
 #include "data/tokenizer.h"
 
@@ -107,17 +108,8 @@ int64_t end_of_text_id(const Tokenizer& tokenizer, const std::string& token) {
 
 Dataset load_causal_lm(const DataConfig& config, const std::string& split, int64_t limit) {
   const auto packed = packed_documents(config);
-  const int64_t count = packed->windows.size(0);
-  // Every test_every-th window is held out, so both splits sample the whole corpus.
-  const torch::Tensor is_test = torch::arange(count).remainder(config.test_every).eq(config.test_every - 1);
-  torch::Tensor rows = (split == "test" ? is_test : is_test.logical_not()).nonzero().squeeze(1);
-  if (limit > 0) rows = rows.narrow(0, 0, std::min(limit, rows.size(0)));
-  if (rows.size(0) == 0)
-    throw Error(config.root + ": the corpus packs into only " + std::to_string(count) + " windows of " +
-                std::to_string(config.seq_len) + " tokens, none for the " + split +
-                " split; use more text or a shorter data.seq_len");
   Dataset dataset;
-  dataset.tokens = packed->windows.index_select(0, rows);
+  dataset.tokens = split_rows(packed->windows, config, split, limit, "windows");
   dataset.causal_lm = CausalLmConfig{packed->eot_id};
   return dataset;
 }

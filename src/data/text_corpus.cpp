@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "data/dataset.h"
+#include "data/held_out.h"
 #include "data/last_made.h"
 #include "data/tokenizer.h"
 #include "data/wordpiece.h"
@@ -110,18 +111,8 @@ std::vector<std::string> corpus_files(const std::string& root, const std::vector
 
 Dataset load_text_corpus(const DataConfig& config, const std::string& split, int64_t limit) {
   const auto corpus = packed_corpus(config);
-  const int64_t count = corpus->sequences.size(0);
-  if (config.test_every < 2) throw UsageError("data.test_every must be at least 2");
-  // Every test_every-th sequence (from the end of each block) is held out: both splits sample all files.
-  const torch::Tensor is_test = torch::arange(count).remainder(config.test_every).eq(config.test_every - 1);
-  torch::Tensor rows = (split == "test" ? is_test : is_test.logical_not()).nonzero().squeeze(1);
-  if (limit > 0) rows = rows.narrow(0, 0, std::min(limit, rows.size(0)));
-  if (rows.size(0) == 0)
-    throw Error(config.root + ": the corpus packs into only " + std::to_string(count) + " sequences of " +
-                std::to_string(config.seq_len) + " tokens, none for the " + split +
-                " split; use more text or a shorter data.seq_len");
   Dataset dataset;
-  dataset.tokens = corpus->sequences.index_select(0, rows);
+  dataset.tokens = split_rows(corpus->sequences, config, split, limit, "sequences");
   dataset.masked_lm = corpus->masked_lm;
   return dataset;
 }
