@@ -65,17 +65,11 @@ std::vector<ModelProblem> bert_problems(const ModelConfig& config) {
   return hf_config_problems(config, bert_options().read(config.options).hf_config, "bert", kNeedsHfConfig);
 }
 
-int64_t rows_of(const WeightShapes& weights, const std::string& name) {
-  const auto found = weights.find(name);
-  if (found == weights.end() || found->second.empty())
-    throw Error("no tensor '" + name + "' (not a BERT checkpoint of this head?)");
-  return found->second[0];
-}
-
 nlohmann::ordered_json export_config(const ModelConfig& config, const WeightShapes& weights) {
   BertConfig bert = bert_architecture(config);
-  bert.vocab_size = rows_of(weights, "bert.embeddings.word_embeddings.weight");
-  if (bert.head == "classification") bert.num_classes = rows_of(weights, "classifier.weight");
+  bert.vocab_size = weight_rows(weights, "bert.embeddings.word_embeddings.weight", "a BERT checkpoint of this head");
+  if (bert.head == "classification")
+    bert.num_classes = weight_rows(weights, "classifier.weight", "a BERT checkpoint of this head");
   return hf_bert_config(bert);
 }
 

@@ -45,6 +45,19 @@ int64_t hf_config_size(const nlohmann::json& json, const std::string& file, cons
   return value.get<int64_t>();
 }
 
+double hf_config_positive(const nlohmann::json& json, const std::string& file, const char* key, double fallback) {
+  if (!json.contains(key)) return fallback;
+  if (!json[key].is_number() || !(json[key].get<double>() > 0))
+    throw Error(file + ": key '" + key + "' = " + echo(json[key].dump()) + ": expected a positive number");
+  return json[key].get<double>();
+}
+
+int64_t weight_rows(const WeightShapes& weights, const std::string& name, const std::string& what) {
+  const auto found = weights.find(name);
+  if (found == weights.end() || found->second.empty()) throw Error("no tensor '" + name + "' (not " + what + "?)");
+  return found->second[0];
+}
+
 std::vector<ModelProblem> hf_config_problems(const ModelConfig& config, const std::string& hf_config,
                                              const std::string& bare_name, const std::string& needs) {
   std::vector<ModelProblem> problems;
@@ -118,12 +131,7 @@ BertConfig read_hf_bert_config(const std::string& path) {
   config.intermediate = size_of(json, file, kIntermediate);
   config.max_positions = size_of(json, file, kPositions);
   config.type_vocab = size_of(json, file, kTypeVocab);
-  if (json.contains("layer_norm_eps")) {
-    if (!json["layer_norm_eps"].is_number() || !(json["layer_norm_eps"].get<double>() > 0))
-      throw Error(file + ": key 'layer_norm_eps' = " + echo(json["layer_norm_eps"].dump()) +
-                  ": expected a positive number");
-    config.layer_norm_eps = json["layer_norm_eps"].get<double>();
-  }
+  config.layer_norm_eps = hf_config_positive(json, file, "layer_norm_eps", config.layer_norm_eps);
   if (json.contains("pad_token_id") && !json["pad_token_id"].is_null()) {
     if (!json["pad_token_id"].is_number_integer() || json["pad_token_id"].get<int64_t>() < 0 ||
         json["pad_token_id"].get<int64_t>() >= config.vocab_size)

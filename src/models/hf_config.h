@@ -20,6 +20,13 @@ nlohmann::json read_hf_config_json(const std::string& path, std::string& file);
 int64_t hf_config_size(const nlohmann::json& json, const std::string& file, const char* key, int64_t fallback,
                        int64_t ceiling);
 
+// `key` of `json` (read from `file`): a positive number; `fallback` when absent.
+double hf_config_positive(const nlohmann::json& json, const std::string& file, const char* key, double fallback);
+
+// The first dimension of the weight `name` (a vocabulary, a class count) for an export; an mpt::Error naming the
+// tensor and `what` the weights were expected to be ("a BERT checkpoint of this head") when it is not there.
+int64_t weight_rows(const WeightShapes& weights, const std::string& name, const std::string& what);
+
 // model.hf_config's problems for a family whose bare name (`bare_name`: "bert", "llama") builds from it: a path
 // that is not there, or the bare name without one (`needs` says what to do).
 std::vector<ModelProblem> hf_config_problems(const ModelConfig& config, const std::string& hf_config,

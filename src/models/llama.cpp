@@ -81,23 +81,34 @@ LlamaLayerImpl::LlamaLayerImpl(const LlamaConfig& config, const precision::Modul
   post_attention_norm_runner_ = policy.runner(prefix + ".post_attention_layernorm");
 }
 
+torch::Tensor LlamaLayerImpl::normed_input(const precision::ModuleRunner& norm, const torch::Tensor& weight,
+                                           const torch::Tensor& x) const {
+  return precision::as_projection_input(rms_norm_through(norm, weight, config_.rms_norm_eps, x));
+}
+
+Tensors LlamaLayerImpl::refill_normed(const precision::ModuleRunner& norm, const torch::Tensor& weight,
+                                      const torch::Tensor& x, const torch::Tensor& input,
+                                      const Tensors& readers) const {
+  if (!selective_ || norm.monitor) return readers;  // a monitor would count the norm twice
+  // The norm's output is computed again from x, which the norm's backward keeps.
+  return refill_in_backward(
+      input,
+      [norm, weight, eps = config_.rms_norm_eps, x] {
+        return precision::as_projection_input(rms_norm_through(norm, weight, eps, x));
+      },
+      readers);
+}
+
 torch::Tensor LlamaLayerImpl::forward(const torch::Tensor& x, const DecoderContext& context) {
   return feed_forward(self_attention(x, context));
 }
 
 torch::Tensor LlamaLayerImpl::self_attention(const torch::Tensor& x, const DecoderContext& context) {
-  const precision::ModuleRunner& norm = input_norm_runner_;
-  const torch::Tensor input =
-      precision::as_projection_input(rms_norm_through(norm, input_norm_, config_.rms_norm_eps, x));
-  Tensors qkv = {policy_.linear(input, q_proj_->weight, {}), policy_.linear(input, k_proj_->weight, {}),
-                 policy_.linear(input, v_proj_->weight, {})};
-  if (selective_ && !norm.monitor)  // the norm's output is computed again from x, which the norm's backward keeps
-    qkv = refill_in_backward(
-        input,
-        [norm, weight = input_norm_, eps = config_.rms_norm_eps, x] {
-          return precision::as_projection_input(rms_norm_through(norm, weight, eps, x));
-        },
-        qkv);
+  const torch::Tensor input = normed_input(input_norm_runner_, input_norm_, x);
+  const Tensors qkv =
+      refill_normed(input_norm_runner_, input_norm_, x, input,
+                    {policy_.linear(input, q_proj_->weight, {}), policy_.linear(input, k_proj_->weight, {}),
+                     policy_.linear(input, v_proj_->weight, {})});
   const int64_t repeats = config_.heads / config_.kv_heads;
   const torch::Tensor q = rotate(split_heads(qkv[0], config_.heads), context);  // (B, h, S, d)
   const torch::Tensor k = repeat_heads(rotate(split_heads(qkv[1], config_.kv_heads), context), repeats);
@@ -110,17 +121,10 @@ torch::Tensor LlamaLayerImpl::self_attention(const torch::Tensor& x, const Decod
 }
 
 torch::Tensor LlamaLayerImpl::feed_forward(const torch::Tensor& x) {
-  const precision::ModuleRunner& norm = post_attention_norm_runner_;
-  const torch::Tensor input =
-      precision::as_projection_input(rms_norm_through(norm, post_attention_norm_, config_.rms_norm_eps, x));
-  Tensors gate_up = {policy_.linear(input, gate_proj_->weight, {}), policy_.linear(input, up_proj_->weight, {})};
-  if (selective_ && !norm.monitor)
-    gate_up = refill_in_backward(
-        input,
-        [norm, weight = post_attention_norm_, eps = config_.rms_norm_eps, x] {
-          return precision::as_projection_input(rms_norm_through(norm, weight, eps, x));
-        },
-        gate_up);
+  const torch::Tensor input = normed_input(post_attention_norm_runner_, post_attention_norm_, x);
+  const Tensors gate_up =
+      refill_normed(post_attention_norm_runner_, post_attention_norm_, x, input,
+                    {policy_.linear(input, gate_proj_->weight, {}), policy_.linear(input, up_proj_->weight, {})});
   const torch::Tensor &gate = gate_up[0], &up = gate_up[1];
   const torch::Tensor activated = torch::silu(gate) * up;  // (B, S, I)
   torch::Tensor down = policy_.linear(activated, down_proj_->weight, {});

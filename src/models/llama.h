@@ -56,6 +56,12 @@ class LlamaLayerImpl : public torch::nn::Module {
  private:
   torch::Tensor self_attention(const torch::Tensor& x, const DecoderContext& context);  // the residual added
   torch::Tensor feed_forward(const torch::Tensor& x);                                   // the residual added
+  // The norm's output as the projections read it, and under selective checkpointing the readers that get it
+  // computed again before their backward.
+  torch::Tensor normed_input(const precision::ModuleRunner& norm, const torch::Tensor& weight,
+                             const torch::Tensor& x) const;
+  Tensors refill_normed(const precision::ModuleRunner& norm, const torch::Tensor& weight, const torch::Tensor& x,
+                        const torch::Tensor& input, const Tensors& readers) const;
 
   LlamaConfig config_;
   bool selective_;  // the norms' narrow copies and the SwiGLU product are let go and computed again in backward

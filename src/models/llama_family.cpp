@@ -35,13 +35,6 @@ void expect_value(const nlohmann::json& json, const std::string& file, const cha
                 allowed.dump());
 }
 
-double positive_number(const nlohmann::json& json, const std::string& file, const char* key, double fallback) {
-  if (!json.contains(key)) return fallback;
-  if (!json[key].is_number() || !(json[key].get<double>() > 0))
-    throw Error(file + ": key '" + key + "' = " + echo(json[key].dump()) + ": expected a positive number");
-  return json[key].get<double>();
-}
-
 // transformers 5 keeps rope_theta in rope_parameters; earlier files at the top level, with rope_scaling beside it.
 double rope_theta(const nlohmann::json& json, const std::string& file) {
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
@@ -49,9 +42,9 @@ double rope_theta(const nlohmann::json& json, const std::string& file) {
     if (!json[key].is_object()) throw Error(file + ": key '" + key + "': expected an object");
     expect_value(json[key], file + ": " + key, "rope_type", "default");
     expect_value(json[key], file + ": " + key, "type", "default");
-    if (json[key].contains("rope_theta")) return positive_number(json[key], file + ": " + key, "rope_theta", 1e4);
+    if (json[key].contains("rope_theta")) return hf_config_positive(json[key], file + ": " + key, "rope_theta", 1e4);
   }
-  return positive_number(json, file, "rope_theta", 1e4);
+  return hf_config_positive(json, file, "rope_theta", 1e4);
 }
 
 void check_fits_in_memory(const LlamaConfig& c, const std::string& file) {
@@ -102,15 +95,9 @@ std::vector<ModelProblem> llama_problems(const ModelConfig& config) {
   return hf_config_problems(config, llama_options().read(config.options).hf_config, "llama", kNeedsHfConfig);
 }
 
-int64_t rows_of(const WeightShapes& weights, const std::string& name) {
-  const auto found = weights.find(name);
-  if (found == weights.end() || found->second.empty()) throw Error("no tensor '" + name + "' (not a Llama's weights?)");
-  return found->second[0];
-}
-
 nlohmann::ordered_json export_config(const ModelConfig& config, const WeightShapes& weights) {
   LlamaConfig llama = llama_architecture(config);
-  llama.vocab_size = rows_of(weights, "model.embed_tokens.weight");
+  llama.vocab_size = weight_rows(weights, "model.embed_tokens.weight", "a Llama's weights");
   llama.tie_embeddings = !weights.contains("lm_head.weight");
   return hf_llama_config(llama);
 }
@@ -141,7 +128,7 @@ LlamaConfig read_hf_llama_config(const std::string& path) {
   config.head_dim = head_dim_given ? hf_config_size(json, file, "head_dim", 0, 65536) : config.hidden / config.heads;
   if (config.head_dim % 2 != 0) throw Error(file + ": head_dim " + std::to_string(config.head_dim) + " is odd");
   config.max_positions = hf_config_size(json, file, "max_position_embeddings", 2048, int64_t{1} << 20);
-  config.rms_norm_eps = positive_number(json, file, "rms_norm_eps", 1e-6);
+  config.rms_norm_eps = hf_config_positive(json, file, "rms_norm_eps", 1e-6);
   config.rope_theta = rope_theta(json, file);
   config.tie_embeddings = false;  // LlamaConfig's default
   if (json.contains("tie_word_embeddings")) {
