@@ -1,5 +1,6 @@
 // tokenizer.json -> a Tokenizer (see tokenizer.h): the added tokens split the text first (those not normalized on
 // the raw text, the others after the normalizer), then the pre-tokenizer and the model encode what lies between.
+#include <bitset>
 #include <filesystem>
 
 #include <unicode/uchar.h>
@@ -58,10 +59,16 @@ bool word_after(std::string_view text, size_t at) {
 
 // The added tokens in `text`, leftmost first and the longest among those starting there (the library's
 // leftmost-longest matching), with their whitespace stripping and single-word rule.
-std::vector<Segment> split_added(std::string_view text, const std::vector<AddedToken>& tokens) {
+// `starts` holds the first bytes of the patterns: a position no pattern starts with is passed at once.
+std::vector<Segment> split_added(std::string_view text, const std::vector<AddedToken>& tokens,
+                                 const std::bitset<256>& starts) {
   std::vector<Segment> out;
   size_t taken = 0;  // text before this is in `out`
   for (size_t at = 0; at < text.size();) {
+    if (!starts[static_cast<unsigned char>(text[at])]) {
+      ++at;
+      continue;
+    }
     const AddedToken* best = nullptr;
     for (const AddedToken& token : tokens)
       if ((!best || token.pattern.size() > best->pattern.size()) && !token.pattern.empty() &&
@@ -128,6 +135,8 @@ class BpeTokenizer : public Tokenizer {
     // As the library does, a normalized token is looked for as the normalizer writes it.
     for (AddedToken& token : added_tokens(json.value("added_tokens", Json()), file + ": added_tokens")) {
       if (token.normalized) token.pattern = normalizer_(token.content);
+      if (!token.pattern.empty())
+        (token.normalized ? normalized_starts_ : raw_starts_).set(static_cast<unsigned char>(token.pattern[0]));
       (token.normalized ? normalized_ : raw_).push_back(std::move(token));
     }
     for (const auto& [token, id] : model_.vocab()) set_token(id, token);
@@ -137,12 +146,12 @@ class BpeTokenizer : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text) const override {
     std::vector<int32_t> ids;
-    for (const Segment& raw : split_added(text, raw_)) {
+    for (const Segment& raw : split_added(text, raw_, raw_starts_)) {
       if (raw.id >= 0) {
         ids.push_back(raw.id);
         continue;
       }
-      for (const Segment& normal : split_added(normalizer_(raw.text), normalized_)) {
+      for (const Segment& normal : split_added(normalizer_(raw.text), normalized_, normalized_starts_)) {
         if (normal.id >= 0) {
           ids.push_back(normal.id);
           continue;
@@ -180,7 +189,8 @@ class BpeTokenizer : public Tokenizer {
   Normalizer normalizer_;
   PreTokenizer pre_tokenizer_;
   std::vector<AddedToken> raw_, normalized_;
-  std::vector<std::string> tokens_;  // by id
+  std::bitset<256> raw_starts_, normalized_starts_;  // the first bytes of their patterns
+  std::vector<std::string> tokens_;                  // by id
 };
 
 class WordPieceAdapter : public Tokenizer {
