@@ -17,6 +17,7 @@ Cli::Cli() {
   add_ab_compare();
   add_bench();
   add_small_commands();
+  add_numerics();
 }
 
 void Cli::add_train() {
@@ -118,6 +119,23 @@ void Cli::add_small_commands() {
   tokenize->add_flag("--json", tokenize_.json, "One JSON object per line: tokens and ids");
 }
 
+void Cli::add_numerics() {
+  CLI::App* numerics = app_.add_subcommand(
+      "numerics", "Measure each layer's precision loss under BF16, FP16, FP8 and MXFP8 on the spec's data");
+  numerics->add_option("spec", numerics_.spec_path, "Experiment spec (YAML)")->required();
+  numerics->add_option("overrides", numerics_.overrides, "key=value overrides");
+  numerics->add_option("--from", numerics_.from, "Weights: a checkpoint or a run directory (its newest valid one)");
+  numerics->add_option("--batches", numerics_.batches, "Training batches to measure on")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  numerics->add_option("--formats", numerics_.formats, "Candidate formats, comma-separated")->capture_default_str();
+  numerics->add_flag("--no-alone", numerics_.no_alone,
+                     "Skip the model's error with each layer alone in a format (one forward per layer and format)");
+  numerics->add_option("--out", numerics_.out,
+                       "Folder for numerics.json and numerics.html (default OUTPUT_ROOT/numerics-NAME)");
+  numerics->add_flag("--json", numerics_.json, "Print numerics.json instead of the table");
+}
+
 CLI::App* Cli::command(const std::string& name) {
   for (CLI::App* sub : app_.get_subcommands([](CLI::App*) { return true; }))
     if (sub->get_name() == name) return sub;
@@ -162,6 +180,7 @@ int Cli::run() {
   if (parsed("bench")) return run_bench(bench_);
   if (parsed("keys")) return run_keys(markdown_);
   if (parsed("tokenize")) return run_tokenize(tokenize_);
+  if (parsed("numerics")) return run_numerics(numerics_);
   if (parsed("doctor")) return run_doctor();
   if (parsed("export")) return run_export(export_);
   if (parsed("eval")) return run_eval(eval_.spec_path, eval_.overrides, eval_.json);

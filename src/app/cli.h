@@ -37,6 +37,7 @@ class Cli {
   void add_ab_compare();
   void add_bench();
   void add_small_commands();
+  void add_numerics();
 
   CLI::App app_{"mpt: mixed-precision training on LibTorch"};
   TrainOptions train_;
@@ -47,6 +48,7 @@ class Cli {
   SpecOptions inspect_, eval_;
   ExportOptions export_;
   TokenizeOptions tokenize_;
+  NumericsCommandOptions numerics_;
   bool markdown_ = false;
 };
 

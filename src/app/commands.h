@@ -81,6 +81,19 @@ int run_doctor();
 // Prints every spec key with type, default and meaning; markdown for docs/spec.md.
 int run_keys(bool markdown);
 
+struct NumericsCommandOptions {
+  std::string spec_path;
+  std::vector<std::string> overrides;
+  std::string from;  // a checkpoint or run directory whose weights to measure (else model.init_from, else the seed's)
+  int64_t batches = 4;
+  std::string formats = "bf16,fp16,fp8,mxfp8";
+  bool no_alone = false;  // skip each layer alone in each format (one forward per layer, format and batch)
+  std::string out;        // empty: OUTPUT_ROOT/numerics-NAME
+  bool json = false;
+};
+// Per-layer precision loss of the spec's model under each format: table, numerics.json, numerics.html.
+int run_numerics(const NumericsCommandOptions& options);
+
 struct TokenizeOptions {
   std::string tokenizer;  // a tokenizer.json instead of vocab
   std::string vocab = "data/bert-base-uncased/vocab.txt";

@@ -198,6 +198,7 @@ int run_train(const TrainOptions& options) {
   const Followers followers = start_tracking(trackers, dir, group.is_main());
   train::RunContext context = run::run_context(c, machine, stack, group);
   context.started_at = started_at;
+  context.fp32_modules_origin = spec.origin("precision.fp32_modules");
   train::TrainResult result;
   try {
     result =

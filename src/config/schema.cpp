@@ -104,7 +104,9 @@ std::vector<KeySpec> precision_keys() {
            "LayerNorms, and a family's own output layers and norms beyond these (ViT: heads, *.ln_1, *.ln_2, "
            "encoder.ln) when it is the model. Batch norms keep FP32 weights and statistics and compute in FP32 on "
            "BF16/FP16 activations "
-           "without being listed; add '*bn*' and '*downsample.1' to give them FP32 activations too."),
+           "without being listed; add '*bn*' and '*downsample.1' to give them FP32 activations too. An entry 'auto' "
+           "adds the family's islands and the projections a measurement on the run's own data finds damaged in its "
+           "training format (docs/numerics.md)."),
       choice("precision.fp8.recipe", "delayed", {},  // the GEMM formats' recipes (precision/gemm_formats.h)
              "fp8 scaling: delayed, each tensor's scale from the largest amax of its last amax_history steps, "
              "updated after each step (Transformer Engine); current, from the tensor's amax as it is cast (torchao); "

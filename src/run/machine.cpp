@@ -52,6 +52,7 @@ train::RunContext run_context(const ExperimentConfig& c, const Machine& machine,
   context.total_steps = c.train.total_steps;
   context.world_size = group.world_size();
   context.distributed_backend = group.distributed() ? group.backend() : "";
+  context.fp32_modules = c.precision.fp32_modules;
   return context;
 }
 

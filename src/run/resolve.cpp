@@ -3,6 +3,8 @@
 // components (precision/mode.h, the dataset and model tables); this file asks them and collects the problems.
 #include "run/resolve.h"
 
+#include "run/auto_islands.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -152,6 +154,7 @@ void resolve_spec(config::Spec& spec, const hardware::Facts& facts) {
 config::Spec load_resolved_spec(const std::string& path, const std::vector<std::string>& overrides) {
   config::Spec spec = config::load_spec(path, overrides);
   resolve_spec(spec, hardware::probe());
+  resolve_auto_islands(spec);
   return spec;
 }
 

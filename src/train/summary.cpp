@@ -46,6 +46,7 @@ nlohmann::json make_summary(const TrainResult& result, const RunContext& context
       {"ended_at", context.ended_at},
       {"precision", context.precision_mode},
       {"precision_strategy", context.precision_strategy},
+      {"fp32_modules", {{"patterns", context.fp32_modules}, {"origin", context.fp32_modules_origin}}},
       {"device", context.device},
       {"tf32", context.tf32},
       {"threads", context.threads},

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "train/trainer.h"
 
@@ -33,7 +34,9 @@ struct RunContext {
   int64_t global_batch_size = 0;
   int64_t total_steps = 0;
   int world_size = 1;
-  std::string distributed_backend;  // "" in one process
+  std::string distributed_backend;        // "" in one process
+  std::vector<std::string> fp32_modules;  // precision.fp32_modules as resolved, and why (auto's reasons)
+  std::string fp32_modules_origin;
 };
 
 nlohmann::json make_summary(const TrainResult& result, const RunContext& context);

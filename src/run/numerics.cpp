@@ -1,0 +1,115 @@
+// The numerics measurement (see numerics.h).
+#include "run/numerics.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "data/loader.h"
+#include "hardware/memory_peak.h"
+#include "io/weights.h"
+#include "models/registry.h"
+
+namespace mpt::run {
+namespace {
+
+struct Pass {
+  torch::Tensor logits, loss;  // (N, K) and the mean cross-entropy, FP32 as training computes them
+};
+
+Pass forward(models::ModelImpl& model, const data::Batch& batch) {
+  const models::Prediction prediction = model.predict(batch.inputs, batch.targets, batch.target_positions);
+  const torch::Tensor logits = prediction.logits.to(torch::kFloat);
+  return {logits, torch::nn::functional::cross_entropy(logits, prediction.targets)};
+}
+
+double loss_delta(const Pass& reference, const Pass& candidate) {
+  return std::abs(candidate.loss.item<double>() - reference.loss.item<double>());
+}
+
+// Each layer's weight gradient after the last backward, divided by `scale`.
+std::vector<torch::Tensor> weight_grads(precision::GemmProbe& probe, torch::nn::Module& model, double scale) {
+  std::vector<torch::Tensor> grads(probe.layers().size());
+  for (const auto& item : model.named_parameters())
+    if (const auto layer = probe.layer_of_weight(item.key()); layer && item.value().grad().defined())
+      grads[*layer] = item.value().grad().detach() / scale;
+  return grads;
+}
+
+// One batch: the reference forward and backward, then each format with every layer it takes (forward and
+// backward), then, with options.alone, each layer alone in each format (forward only).
+void measure_batch(models::ModelImpl& model, precision::GemmProbe& probe, const data::Batch& batch,
+                   const NumericsOptions& options, NumericsReport& report) {
+  model.zero_grad();
+  probe.reference(/*measure=*/true);
+  const Pass reference = forward(model, batch);
+  reference.loss.backward();
+  report.reference_loss += reference.loss.item<double>();
+  const std::vector<torch::Tensor> reference_grads = weight_grads(probe, model, 1.0);
+  for (size_t f = 0; f < options.formats.size(); ++f) {
+    const double scale = options.formats[f] == precision::NumericFormat::kFp16 ? report.loss_scale : 1.0;
+    model.zero_grad();
+    probe.candidate(f, probe.eligible(f), scale);
+    const Pass all = forward(model, batch);
+    (all.loss * scale).backward();
+    report.all[f].logits.add(reference.logits, all.logits);
+    report.all[f].loss_delta += loss_delta(reference, all);
+    const std::vector<torch::Tensor> grads = weight_grads(probe, model, scale);
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (grads[i].defined() && i < reference_grads.size() && reference_grads[i].defined())
+        probe.layers()[i].formats[f].weight_grad.add(reference_grads[i], grads[i]);
+  }
+  if (!options.alone) return;
+  torch::NoGradGuard no_grad;
+  for (size_t f = 0; f < options.formats.size(); ++f)
+    for (const std::string& name : probe.eligible(f)) {
+      probe.candidate(f, {name}, 1.0);
+      const Pass alone = forward(model, batch);
+      for (precision::LayerNumerics& layer : probe.layers())
+        if (layer.name == name) {
+          layer.formats[f].alone_logits.add(reference.logits, alone.logits);
+          layer.formats[f].alone_loss_delta += loss_delta(reference, alone);
+        }
+    }
+}
+
+}  // namespace
+
+NumericsReport measure_numerics(const ExperimentConfig& c, const NumericsOptions& options, torch::Device device) {
+  const auto start = std::chrono::steady_clock::now();
+  torch::manual_seed(c.experiment.seed);
+  const data::Dataset train_set = data::load_dataset(c.data, "train");
+  hardware::MemoryPeaks memory(device);
+  const precision::ModulePolicy policy;  // the probe picks every projection's format
+  models::Model model = models::build_model(c.model, data::sample_shape(c.data), policy);
+  if (!c.model.init_from.empty())
+    io::init_from_weights(*model, io::read_weights(c.model.init_from), c.model.init_from, c.model.init_skip,
+                          models::model_family(c.model.name).hf_base_prefix);
+  model->to(device);
+  model->eval();  // no dropout: every pass of a batch sees the same network
+
+  NumericsReport report;
+  report.model = c.model.name, report.data = c.data.name, report.weights = c.model.init_from;
+  report.batch_size = c.data.batch_size;
+  report.formats = options.formats;
+  report.all.resize(options.formats.size());
+  report.loss_scale = c.precision.loss_scale.init;  // where an FP16 run's dynamic scale starts
+  precision::GemmProbe probe(*model, options.formats, c.precision.fp8, report.loss_scale, device);
+  policy.router().attach(&probe);
+
+  data::BatchLoader loader(train_set, c.data.batch_size, /*shuffle=*/false, c.experiment.seed, /*drop_last=*/true,
+                           data::Shard{}, data::Delivery::to(device));
+  report.batches = std::min(options.batches, loader.batches_per_epoch());
+  for (int64_t b = 0; b < report.batches; ++b) measure_batch(*model, probe, loader.next(), options, report);
+
+  policy.router().attach(nullptr);
+  report.layers = probe.layers();
+  const precision::ModulePolicy islands(c.precision.fp32_modules);
+  for (const auto& layer : report.layers) report.islands.push_back(islands.runs_in_fp32(layer.name));
+  memory.enter(hardware::MemoryPhase::kEvaluation);
+  report.peak_tensor_bytes = memory.bytes(hardware::MemoryPhase::kTraining);
+  report.peak_process_bytes = memory.process_bytes();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace mpt::run
