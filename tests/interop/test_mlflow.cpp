@@ -132,6 +132,29 @@ TEST_CASE("mlflow: a tracked run's params, every metric step, events, summary an
   CHECK(found);
 }
 
+TEST_CASE("mlflow: mpt numerics is one run with each format's numbers, its most damaged layers and its report",
+          "[slow][interop]") {
+  if (const std::string missing = python_missing("mlflow"); !missing.empty()) MPT_SKIP(missing);
+  const std::string dir = scratch_dir("mlflow-numerics");
+  TrackingServer server(dir, free_port());
+  const CommandResult run = run_mpt({"numerics", source_path("configs/mlp_fmnist_fp8.yaml"), "--batches", "1",
+                                     "--formats", "bf16,fp8", "tracking.mlflow.uri=" + server.uri(),
+                                     "tracking.mlflow.experiment=numerics", "--out", dir + "/numerics"});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json runs = tracked_runs(server.uri(), "numerics");
+  REQUIRE(runs.contains("numerics"));
+  const nlohmann::json& tracked = runs["numerics"];
+  const nlohmann::json report = read_json(dir + "/numerics/numerics.json");
+  CHECK(tracked["status"] == "FINISHED");
+  CHECK(tracked["tags"]["mpt.kind"] == "numerics");
+  CHECK(tracked["tags"]["mpt.most_damaged.fp8"] == "hidden.0");  // the one layer FP8 takes (the head is 10 wide)
+  CHECK(tracked["metrics"]["fp8/logits/sqnr_db"][0][1].get<double>() ==
+        Approx(report["formats"]["fp8"]["logits"]["sqnr_db"].get<double>()));
+  for (const char* file : {"numerics.json", "numerics.html"})
+    CHECK(std::count(tracked["artifacts"].begin(), tracked["artifacts"].end(), file) == 1);
+}
+
 TEST_CASE("mlflow: an A/B comparison is a parent run holding the verdict and report, its sides child runs",
           "[slow][interop]") {
   if (const std::string missing = python_missing("mlflow"); !missing.empty()) MPT_SKIP(missing);

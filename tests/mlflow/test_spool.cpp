@@ -86,7 +86,7 @@ TEST_CASE("spool entries that cannot be read, waited too long, or can never be d
   // Read on its own, an entry says what is wrong with it.
   std::string problem;
   CHECK(!read_spool_entry(R"({"kind": "job", "dir": "/x", "uri": "http://h", "spooled_at_ms": 1})", problem));
-  CHECK(problem == "'kind' is not run, comparison or night");
+  CHECK(problem == "'kind' is not run, comparison, night or numerics");
   CHECK(!read_spool_entry(R"({"kind": "run", "dir": "/x", "uri": "http://h", "tags": [["a"]], "spooled_at_ms": 1})",
                           problem));
   CHECK(problem == "a tag is not a [key, value] pair of text");

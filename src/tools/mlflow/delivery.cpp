@@ -319,9 +319,35 @@ void deliver_night(Client& client, const Target& target, const std::string& nigh
   client.set_terminated(parent.run_id, good ? "FINISHED" : "FAILED", now);
 }
 
+void deliver_numerics(Client& client, const Target& target, const std::string& dir) {
+  const nlohmann::json report = parse_json(read_file(dir + "/numerics.json", 256 << 20));
+  if (!report.is_object() || !report.contains("formats") || !report["formats"].is_object() ||
+      !report.value("layers", nlohmann::json()).is_array())
+    throw Refused(dir + "/numerics.json: not a numerics report");
+  nlohmann::json state = load_state(dir);
+  const int64_t written = written_ms(dir + "/numerics.json");
+  const RunInfo run = open_run(client, target, dir, "", written, state);
+  write_file_atomically(dir + "/" + kStateFile, state.dump(2) + "\n");
+  std::vector<Metric> metrics;
+  add_numbers("", report["formats"], 0, written, metrics);
+  KeyValues tags = {{"mpt.kind", "numerics"}, {"model", report.value("model", std::string("?"))}};
+  for (const auto& layer : report["layers"]) {
+    const nlohmann::json formats = layer.is_object() ? layer.value("formats", nlohmann::json::object()) : nullptr;
+    if (!formats.is_object()) continue;
+    for (const auto& [format, entry] : formats.items())
+      if (entry.is_object() && entry.value("rank", 0) == 1)
+        tags.emplace_back("mpt.most_damaged." + format, layer.value("name", std::string("?")));
+  }
+  client.log_batch(run.run_id, metrics, {}, tags);
+  upload_files(client, run, dir, {"numerics.json", "numerics.html"});
+  client.set_terminated(run.run_id, "FINISHED", written);
+}
+
 void deliver_directory(Client& client, const Target& target, const std::string& dir, const std::string& kind) {
   if (kind == "comparison")
     deliver_comparison(client, target, dir);
+  else if (kind == "numerics")
+    deliver_numerics(client, target, dir);
   else if (kind == "night")
     deliver_night(client, target, dir);
   else

@@ -59,7 +59,11 @@ void deliver_comparison(Client& client, const Target& target, const std::string&
 // comparison with its own sides below it).
 void deliver_night(Client& client, const Target& target, const std::string& night_dir);
 
-// One delivery of `dir` by its kind: "comparison", "night", or "run" (a run directory).
+// An `mpt numerics` folder: one run with each format's whole-model numbers as metrics (<format>/logits/sqnr_db,
+// ...), each format's most damaged layer as a tag, numerics.json and numerics.html as artifacts.
+void deliver_numerics(Client& client, const Target& target, const std::string& dir);
+
+// One delivery of `dir` by its kind: "comparison", "night", "numerics", or "run" (a run directory).
 void deliver_directory(Client& client, const Target& target, const std::string& dir, const std::string& kind);
 
 // A resume is about to cut the bytes [cut_begin, cut_end) out of `file` ("metrics.jsonl" or "events.jsonl") of

@@ -123,8 +123,9 @@ std::optional<SpoolEntry> read_spool_entry(const std::string& text, std::string&
   entry.target.run_name = text_field(fields, "run_name", false, problem);
   entry.target.source = text_field(fields, "source", false, problem);
   entry.target.tags = tags_field(fields, problem);
-  if (problem.empty() && entry.kind != "run" && entry.kind != "comparison" && entry.kind != "night")
-    problem = "'kind' is not run, comparison or night";
+  if (problem.empty() && entry.kind != "run" && entry.kind != "comparison" && entry.kind != "night" &&
+      entry.kind != "numerics")
+    problem = "'kind' is not run, comparison, night or numerics";
   if (problem.empty() && entry.dir.empty()) problem = "'dir' is empty";
   if (problem.empty() && !(fields.contains("spooled_at_ms") && fields["spooled_at_ms"].is_number_integer()))
     problem = "no integer 'spooled_at_ms'";
