@@ -50,7 +50,8 @@ void ErrorSums::add(const torch::Tensor& reference, const torch::Tensor& candida
 }
 
 double ErrorSums::sqnr_db() const {
-  if (tensors == 0) return std::numeric_limits<double>::quiet_NaN();
+  // Nothing compared, or only zeros (a zero-initialised head's logits): no ratio to give.
+  if (tensors == 0 || (signal == 0 && noise == 0)) return std::numeric_limits<double>::quiet_NaN();
   if (noise == 0) return std::numeric_limits<double>::infinity();
   return 10.0 * std::log10(signal / noise);
 }

@@ -24,7 +24,7 @@ struct ErrorSums {
   double signal = 0.0, noise = 0.0;
   int64_t tensors = 0;
   void add(const torch::Tensor& reference, const torch::Tensor& candidate);
-  double sqnr_db() const;   // 10 log10(signal / noise); +inf when equal, NaN when nothing was compared
+  double sqnr_db() const;   // 10 log10(signal / noise); +inf when equal, NaN when nothing (or only zeros) was compared
   double relative() const;  // ||reference - candidate|| / ||reference||
 };
 

@@ -45,7 +45,7 @@ nlohmann::ordered_json range_json(const RangeStats& range) {
 // JSON has no infinities: an exact result reads sqnr_db null with exact true, an Inf/NaN one null with nonfinite true.
 nlohmann::ordered_json error_json(const ErrorSums& error) {
   nlohmann::ordered_json json = {{"sqnr_db", error.sqnr_db()}, {"relative_error", error.relative()}};
-  if (error.tensors && error.noise == 0) json["exact"] = true;
+  if (error.signal > 0 && error.noise == 0) json["exact"] = true;
   if (std::isinf(error.noise)) json["nonfinite"] = true;
   return json;
 }
