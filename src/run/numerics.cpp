@@ -1,9 +1,12 @@
 // The numerics measurement (see numerics.h).
 #include "run/numerics.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 
+#include "common/error.h"
 #include "data/loader.h"
 #include "hardware/memory_peak.h"
 #include "io/weights.h"
@@ -99,6 +102,9 @@ NumericsReport measure_numerics(const ExperimentConfig& c, const NumericsOptions
   data::BatchLoader loader(train_set, c.data.batch_size, /*shuffle=*/false, c.experiment.seed, /*drop_last=*/true,
                            data::Shard{}, data::Delivery::to(device));
   report.batches = std::min(options.batches, loader.batches_per_epoch());
+  if (report.batches == 0)
+    throw UsageError(fmt::format("data.batch_size {}: the {} training split holds no full batch to measure on",
+                                 c.data.batch_size, c.data.name));
   for (int64_t b = 0; b < report.batches; ++b) measure_batch(*model, probe, loader.next(), options, report);
 
   policy.router().attach(nullptr);

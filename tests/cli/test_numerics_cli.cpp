@@ -81,6 +81,25 @@ TEST_CASE("mpt numerics ranks a layer whose inputs FP8's per-tensor scale crushe
   CHECK_THAT(read_file_text(dir + "/run/config.yaml"), Catch::Contains("fp32_modules: [head, hidden.1]"));
 }
 
+TEST_CASE("mpt numerics ranks a layer whose weights sit under FP16's range first, harmless in BF16 and FP8",
+          "[fast][cli][numerics]") {
+  const std::string dir = scratch_dir("numerics-tiny");
+  std::string why;
+  const std::string weights = torch_weights(dir, "--hidden 512,128 --plant-tiny", why);
+  if (weights.empty()) MPT_SKIP(why);
+  REQUIRE(run_mpt({"numerics", kSpec, "model.hidden_sizes=[512,128]", "model.init_from=" + weights, "--batches", "1",
+                   "--formats", "bf16,fp16,fp8", "--no-alone", "--out", dir})
+              .exit_code == 0);
+  for (const auto& layer : read_json(dir + "/numerics.json")["layers"]) {
+    if (layer["name"] != "hidden.1") continue;
+    CHECK(layer["formats"]["fp16"]["rank"] == 1);
+    CHECK(layer["formats"]["fp16"]["local"]["sqnr_db"].get<double>() < 1.0);
+    CHECK(layer["formats"]["fp16"]["weight"]["flushed_share"].get<double>() > 0.99);
+    CHECK(layer["formats"]["bf16"]["local"]["sqnr_db"].get<double>() > 45.0);
+    CHECK(layer["formats"]["fp8"]["local"]["sqnr_db"].get<double>() > 25.0);  // the per-tensor scale re-ranges it
+  }
+}
+
 TEST_CASE("precision.fp32_modules: [auto] keeps nothing more where no layer is damaged", "[fast][cli][numerics]") {
   const std::string dir = scratch_dir("numerics-auto-clean");
   const auto trained =
@@ -99,4 +118,7 @@ TEST_CASE("mpt numerics refuses unknown formats and missing weights with one lin
   const auto from = run_mpt({"numerics", kSpec, "--from", "/nonexistent/run"});
   CHECK(from.exit_code == 2);
   CHECK_THAT(from.output, Catch::Contains("/nonexistent/run: no such checkpoint or run directory"));
+  const auto empty = run_mpt({"numerics", kSpec, "data.train_limit=10"});
+  CHECK(empty.exit_code == 2);
+  CHECK_THAT(empty.output, Catch::Contains("data.batch_size = 128 is larger than the 10 samples available"));
 }

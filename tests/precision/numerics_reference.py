@@ -1,10 +1,10 @@
 """The PyTorch side of mpt numerics' tests: MLP weights to measure, and each layer's local SQNR computed with torch's
 own bfloat16 and float8 dtypes from the same weights and the same first batch of Fashion-MNIST.
 
-    numerics_reference.py weights OUT.safetensors --hidden 256,128 [--plant-outlier]
+    numerics_reference.py weights OUT.safetensors --hidden 256,128 [--plant-outlier | --plant-tiny]
     numerics_reference.py check WEIGHTS numerics.json --data DIR --batch 64
 
-`--plant-outlier` gives hidden.0's first unit a bias of 1e6 and hidden.1 a zero weight column for it: an input
+`--plant-tiny` scales hidden.1 by 2^-30: its weights and outputs under FP16's smallest subnormal. `--plant-outlier` gives hidden.0's first unit a bias of 1e6 and hidden.1 a zero weight column for it: an input
 feature a million times the others that the layer ignores (the outlier features of large models), which a per-tensor
 FP8 scale crushes the other features under.
 """
@@ -33,6 +33,9 @@ def write_weights(args):
     if args.plant_outlier:
         tensors["hidden.0.bias"][0] = 1e6
         tensors["hidden.1.weight"][:, 0] = 0
+    if args.plant_tiny:
+        for name in ("hidden.1.weight", "hidden.1.bias"):
+            tensors[name] *= 2.0**-30
     save_file(tensors, args.out)
 
 
@@ -97,6 +100,7 @@ def main():
     w.add_argument("out")
     w.add_argument("--hidden", default="256,128")
     w.add_argument("--plant-outlier", action="store_true")
+    w.add_argument("--plant-tiny", action="store_true")
     c = sub.add_parser("check")
     c.add_argument("weights")
     c.add_argument("numerics")

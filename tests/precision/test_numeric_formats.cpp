@@ -35,7 +35,7 @@ TEST_CASE("FP8's per-tensor scale flushes what sits 2^10 under the amax and keep
   CHECK(grads.scale == Approx(57344.0));
 }
 
-TEST_CASE("FP16 overflows past 65520 and flushes under 2^-25; its loss scale window brackets both",
+TEST_CASE("FP16 overflows past 65520 and flushes under 2^-25, and its loss scale window brackets both",
           "[fast][numerics]") {
   const auto plain = stats_of({70000.0f, 1e-9f, 1e-6f, 1.0f}, NumericFormat::kFp16, TensorRole::kInput);
   CHECK(plain.saturated == 1);
