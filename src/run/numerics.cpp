@@ -75,6 +75,14 @@ void measure_batch(models::ModelImpl& model, precision::GemmProbe& probe, const 
     }
 }
 
+// A Linear module the model runs by itself, outside its policy's GEMM route (no format reaches it in training either).
+void mark_unreached(precision::LayerNumerics& layer) {
+  for (const precision::LayerInFormat& in : layer.formats)
+    if (in.local.tensors > 0) return;
+  for (precision::LayerInFormat& in : layer.formats)
+    if (in.why_not.empty()) in.why_not = "not measured: the model runs it outside its GEMM route, in FP32";
+}
+
 }  // namespace
 
 NumericsReport measure_numerics(const ExperimentConfig& c, const NumericsOptions& options, torch::Device device) {
@@ -109,6 +117,7 @@ NumericsReport measure_numerics(const ExperimentConfig& c, const NumericsOptions
 
   policy.router().attach(nullptr);
   report.layers = probe.layers();
+  for (precision::LayerNumerics& layer : report.layers) mark_unreached(layer);
   const precision::ModulePolicy islands(c.precision.fp32_modules);
   for (const auto& layer : report.layers) report.islands.push_back(islands.runs_in_fp32(layer.name));
   memory.enter(hardware::MemoryPhase::kEvaluation);

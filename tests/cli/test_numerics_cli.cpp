@@ -48,6 +48,25 @@ TEST_CASE("mpt numerics: each layer's local SQNR under BF16 and FP8 equals PyTor
   CHECK(markup_problem(read_file_text(dir + "/numerics.html")).empty());
 }
 
+TEST_CASE("mpt numerics: BERT-tiny's local SQNR under BF16 and FP8 equals PyTorch's from transformers' own inputs",
+          "[slow][cli][numerics]") {
+  if (const std::string missing = python_missing("torch transformers safetensors"); !missing.empty()) MPT_SKIP(missing);
+  const std::string data = source_path("data/fortune_topics"), vocab = source_path("data/bert-base-uncased/vocab.txt");
+  if (!std::filesystem::exists(vocab)) MPT_SKIP("no vocabulary (scripts/setup.sh installs it)");
+  const std::string dir = scratch_dir("numerics-bert-oracle");
+  REQUIRE(run_python(kReference + " bert-weights " + dir + "/hf --data " + data).exit_code == 0);
+  const auto measured =
+      run_mpt({"numerics", source_path("configs/bert_tiny_topics.yaml"), "model.init_from=" + dir + "/hf", "--batches",
+               "1", "--no-alone", "--formats", "bf16,fp8", "--out", dir});
+  INFO(measured.output);
+  REQUIRE(measured.exit_code == 0);
+  const auto checked = run_python(kReference + " bert-check " + dir + "/hf " + dir + "/numerics.json --data " + data +
+                                  " --vocab " + vocab + " --batch 32 --seq 128");
+  INFO(checked.output);
+  CHECK(checked.exit_code == 0);
+  CHECK_THAT(checked.output, Catch::Contains("bert.encoder.layer.1.output.dense fp8: mpt"));
+}
+
 TEST_CASE("mpt numerics ranks a layer whose inputs FP8's per-tensor scale crushes first, and auto keeps it FP32",
           "[fast][cli][numerics]") {
   const std::string dir = scratch_dir("numerics-planted");

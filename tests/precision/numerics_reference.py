@@ -3,6 +3,12 @@ own bfloat16 and float8 dtypes from the same weights and the same first batch of
 
     numerics_reference.py weights OUT.safetensors --hidden 256,128 [--plant-outlier | --plant-tiny]
     numerics_reference.py check WEIGHTS numerics.json --data DIR --batch 64
+    numerics_reference.py bert-weights FOLDER --data DIR
+    numerics_reference.py bert-check FOLDER numerics.json --data DIR --vocab VOCAB --batch 32 --seq 128
+
+The BERT pair: a random BertForSequenceClassification (bert-tiny's shape) saved by transformers, and each Linear's
+local SQNR from the FP32 input transformers' own forward gives it on the first batch of a text_classification
+folder, tokenized as mpt does ([CLS] ids [SEP], truncated to seq - 2, padded with 0).
 
 `--plant-tiny` scales hidden.1 by 2^-30: its weights and outputs under FP16's smallest subnormal. `--plant-outlier` gives hidden.0's first unit a bias of 1e6 and hidden.1 a zero weight column for it: an input
 feature a million times the others that the layer ignores (the outlier features of large models), which a per-tensor
@@ -93,6 +99,68 @@ def check(args):
     return 0 if worst <= 0.1 else 1
 
 
+def first_examples(root, count):
+    examples = []
+    with open(f"{root}/train.tsv", encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n").rstrip("\r")
+            if line:
+                examples.append(line.split("\t", 1))
+    return examples[:count]
+
+
+def write_bert(args):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    with open(f"{args.data}/train.tsv", encoding="utf-8") as f:
+        labels = {line.split("\t", 1)[0] for line in f if line.strip()}
+    torch.manual_seed(7)
+    config = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+                        num_labels=len(labels))
+    BertForSequenceClassification(config).save_pretrained(args.out, safe_serialization=True)
+
+
+def check_bert(args):
+    from transformers import BertForSequenceClassification, BertTokenizer
+
+    tokenizer = BertTokenizer(args.vocab, do_lower_case=True)
+    rows = []
+    for _, text in first_examples(args.data, args.batch):
+        ids = tokenizer.encode(text, add_special_tokens=False)[: args.seq - 2]
+        row = [tokenizer.cls_token_id] + ids + [tokenizer.sep_token_id]
+        rows.append(row + [0] * (args.seq - len(row)))
+    input_ids = torch.tensor(rows)
+    model = BertForSequenceClassification.from_pretrained(args.folder, attn_implementation="eager").eval()
+    measured = {}
+
+    def hook(name):
+        def record(module, inputs, output):
+            x = inputs[0]
+            y = F.linear(x, module.weight, module.bias)
+            measured[name] = {"bf16": sqnr_db(y, bf16_linear(x, module.weight, module.bias))}
+            if module.in_features % 16 == 0 and module.out_features % 16 == 0:
+                measured[name]["fp8"] = sqnr_db(y, fp8_linear(x.reshape(-1, x.shape[-1]), module.weight,
+                                                              module.bias).view(y.shape))
+        return record
+
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_hook(hook(name))
+    with torch.no_grad():
+        model(input_ids=input_ids, attention_mask=(input_ids != 0).long())
+    layers = {layer["name"]: layer for layer in json.load(open(args.numerics))["layers"]}
+    worst, compared = 0.0, 0
+    for name, formats in measured.items():
+        for fmt, theirs in formats.items():
+            if not layers[name]["formats"][fmt]["eligible"]:
+                continue
+            ours = layers[name]["formats"][fmt]["local"]["sqnr_db"]
+            print(f"{name} {fmt}: mpt {ours:.3f} dB, torch {theirs:.3f} dB")
+            worst, compared = max(worst, abs(ours - theirs)), compared + 1
+    print(f"{compared} compared, largest difference {worst:.4f} dB")
+    return 0 if worst <= 0.1 and compared >= 20 else 1
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,10 +174,25 @@ def main():
     c.add_argument("numerics")
     c.add_argument("--data", required=True)
     c.add_argument("--batch", type=int, default=64)
+    bw = sub.add_parser("bert-weights")
+    bw.add_argument("out")
+    bw.add_argument("--data", required=True)
+    bc = sub.add_parser("bert-check")
+    bc.add_argument("folder")
+    bc.add_argument("numerics")
+    bc.add_argument("--data", required=True)
+    bc.add_argument("--vocab", required=True)
+    bc.add_argument("--batch", type=int, default=32)
+    bc.add_argument("--seq", type=int, default=128)
     args = parser.parse_args()
     if args.command == "weights":
         write_weights(args)
         return 0
+    if args.command == "bert-weights":
+        write_bert(args)
+        return 0
+    if args.command == "bert-check":
+        return check_bert(args)
     return check(args)
 
 
