@@ -15,15 +15,6 @@ namespace {
 
 constexpr float kFp32Max = std::numeric_limits<float>::max();
 
-// max / amax / 2^margin where amax is positive and finite, else `fallback`. As Transformer Engine does, a scale
-// past FP32's range (an amax below ~1e-36) is FP32's largest: an infinite one would cast a zero to 0 x Inf = NaN.
-torch::Tensor scale_from_amax(const torch::Tensor& amax, const torch::Tensor& fallback, ops::Float8 format,
-                              int64_t margin) {
-  const double max = ops::float8_format(format).max / std::ldexp(1.0, static_cast<int>(margin));
-  const torch::Tensor usable = amax.gt(0).logical_and(torch::isfinite(amax));
-  return torch::where(usable, (max / amax).clamp_max(kFp32Max), fallback);
-}
-
 // Why a saved scale or amax history cannot be resumed from, or "".
 std::string state_problem(const std::string& name, const torch::Tensor& tensor, bool is_scale) {
   const torch::Tensor values = tensor.detach().to(torch::kCPU, torch::kDouble).reshape({-1});
@@ -45,6 +36,15 @@ std::array<std::pair<const char*, Fp8Scale*>, 3> roles(Fp8Layer& layer) {
 }
 
 }  // namespace
+
+// max / amax / 2^margin where amax is positive and finite, else `fallback`. As Transformer Engine does, a scale
+// past FP32's range (an amax below ~1e-36) is FP32's largest: an infinite one would cast a zero to 0 x Inf = NaN.
+torch::Tensor scale_from_amax(const torch::Tensor& amax, const torch::Tensor& fallback, ops::Float8 format,
+                              int64_t margin) {
+  const double max = ops::float8_format(format).max / std::ldexp(1.0, static_cast<int>(margin));
+  const torch::Tensor usable = amax.gt(0).logical_and(torch::isfinite(amax));
+  return torch::where(usable, (max / amax).clamp_max(kFp32Max), fallback);
+}
 
 Fp8Scale::Fp8Scale(ops::Float8 format_, const Fp8Config& config, torch::Device device)
     : format(format_),

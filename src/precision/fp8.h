@@ -25,6 +25,11 @@
 
 namespace mpt::precision {
 
+// max / amax / 2^margin for `format` where the 0-dim `amax` is positive and finite, else `fallback`; past FP32's
+// range, FP32's largest.
+torch::Tensor scale_from_amax(const torch::Tensor& amax, const torch::Tensor& fallback, ops::Float8 format,
+                              int64_t margin);
+
 // One tensor's scale and amax history, all on the device (no host sync in a step).
 class Fp8Scale {
  public:

@@ -77,6 +77,7 @@ GemmProbe::GemmProbe(torch::nn::Module& model, std::vector<NumericFormat> format
           if (verdict.name == layer.name) layer.formats[f].why_not = verdict.why_not;
     by_weight_[linear->weight.unsafeGetTensorImpl()] = layers_.size();
     layers_.push_back(std::move(layer));
+    weights_.push_back(linear->weight);
   }
   // Projections by a weight of another module (a tied decoder reads the embeddings): found on their first call.
   for (const auto& item : model.named_parameters()) {
@@ -109,12 +110,6 @@ std::set<std::string> GemmProbe::eligible(size_t format) const {
   return names;
 }
 
-std::optional<size_t> GemmProbe::layer_of_weight(const std::string& parameter) const {
-  for (size_t i = 0; i < layers_.size(); ++i)
-    if (parameter == layers_[i].name + ".weight") return i;
-  return std::nullopt;
-}
-
 std::optional<size_t> GemmProbe::layer_index(const torch::Tensor& weight) {
   const void* impl = weight.unsafeGetTensorImpl();
   if (const auto found = by_weight_.find(impl); found != by_weight_.end()) return found->second;
@@ -125,6 +120,7 @@ std::optional<size_t> GemmProbe::layer_index(const torch::Tensor& weight) {
     if (format_gemms_[f]) layer.formats[f].why_not = "BF16: not a Linear module (" + owner->second + " is reused)";
   by_weight_[impl] = layers_.size();
   layers_.push_back(std::move(layer));
+  weights_.push_back(weight);
   reference_input_grads_.emplace_back();
   return layers_.size() - 1;
 }

@@ -63,8 +63,8 @@ class GemmProbe : public LowPrecisionGemms {
   std::vector<LayerNumerics>& layers() { return layers_; }
   // The layers format number `format` takes, by name.
   std::set<std::string> eligible(size_t format) const;
-  // The layer a parameter belongs to ("hidden.0.weight" -> its index), or none.
-  std::optional<size_t> layer_of_weight(const std::string& parameter) const;
+  // The weight layer number `layer` multiplies by (a tied decoder's: the embeddings).
+  const torch::Tensor& weight(size_t layer) const { return weights_[layer]; }
 
   const char* name() const override { return "numerics probe"; }
   const std::vector<GemmEligibility>& eligibility() const override { return eligibility_; }
@@ -84,6 +84,7 @@ class GemmProbe : public LowPrecisionGemms {
   double loss_scale_;
   std::vector<std::unique_ptr<LowPrecisionGemms>> format_gemms_;  // per format: its training GEMMs, or null (autocast)
   std::vector<LayerNumerics> layers_;
+  std::vector<torch::Tensor> weights_;                       // per layer
   std::unordered_map<const void*, size_t> by_weight_;        // the weight's TensorImpl -> layer
   std::unordered_map<const void*, std::string> functional_;  // other 2-D parameters -> their module
   std::vector<GemmEligibility> eligibility_;

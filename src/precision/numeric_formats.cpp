@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <limits>
 #include <sstream>
 #include <utility>
 
 #include "common/error.h"
 #include "ops/float8.h"
 #include "ops/mxfp8.h"
+#include "precision/fp8.h"
 
 namespace mpt::precision {
 namespace {
@@ -39,15 +39,8 @@ struct Cast {
 };
 
 Cast cast_float8(const torch::Tensor& x, ops::Float8 format, int64_t margin) {
-  const double max = ops::float8_format(format).max;
-  const double amax = x.abs().max().item<double>();
-  // As the FP8 recipe's scale_from_amax: a zero or non-finite amax keeps the scale 1, a huge one FP32's largest.
-  double scale = 1.0;
-  if (amax > 0 && std::isfinite(amax))
-    scale = std::min(max / std::ldexp(1.0, static_cast<int>(margin)) / amax,
-                     static_cast<double>(std::numeric_limits<float>::max()));
-  const torch::Tensor s = torch::full({}, scale, x.options());
-  return {x * s, ops::to_float8(x, s, format).to(torch::kFloat), scale,
+  const torch::Tensor scale = scale_from_amax(x.abs().max(), torch::ones({}, x.options()), format, margin);
+  return {x * scale, ops::to_float8(x, scale, format).to(torch::kFloat), scale.item<double>(),
           format == ops::Float8::kE4M3 ? kE4m3Range : kE5m2Range};
 }
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "models/registry.h"
 #include "run/numerics_report.h"
 #include "run/sections.h"
 
@@ -43,10 +42,13 @@ double damaged_below_db(precision::NumericFormat format) {
 
 std::vector<IslandChoice> choose_islands(const NumericsReport& report, size_t f) {
   const std::vector<size_t> order = layers_by_damage(report, f);
+  const auto macs = [&](size_t i) {
+    return static_cast<double>(report.layers[i].in_features * report.layers[i].out_features);
+  };
   double total_macs = 0.0, total_alone_noise = 0.0;
   for (size_t i : order) {
     if (report.islands[i]) continue;  // FP32 already: not the format's work
-    total_macs += static_cast<double>(report.layers[i].in_features * report.layers[i].out_features);
+    total_macs += macs(i);
     total_alone_noise += noise_power(report.layers[i].formats[f].alone_logits);
   }
   std::vector<IslandChoice> choices;
@@ -55,9 +57,8 @@ std::vector<IslandChoice> choose_islands(const NumericsReport& report, size_t f)
     if (report.islands[i]) continue;  // already FP32
     std::string why = damage(report, f, i, total_alone_noise);
     if (why.empty()) continue;
-    const double macs = static_cast<double>(report.layers[i].in_features * report.layers[i].out_features);
-    const bool kept = kept_macs + macs <= kAutoIslandBudget * total_macs;
-    if (kept) kept_macs += macs;
+    const bool kept = kept_macs + macs(i) <= kAutoIslandBudget * total_macs;
+    if (kept) kept_macs += macs(i);
     choices.push_back({report.layers[i].name, std::move(why), kept});
   }
   return choices;
@@ -65,12 +66,10 @@ std::vector<IslandChoice> choose_islands(const NumericsReport& report, size_t f)
 
 void resolve_auto_islands(config::Spec& spec) {
   const std::string key = "precision.fp32_modules";
-  std::vector<std::string> given = spec.get_string_list(key);
-  if (std::find(given.begin(), given.end(), kAuto) == given.end()) return;
-  std::vector<std::string> patterns = models::model_family(spec.get_string("model.name")).fp32_modules;
-  for (const std::string& pattern : given)
-    if (pattern != kAuto && std::find(patterns.begin(), patterns.end(), pattern) == patterns.end())
-      patterns.push_back(pattern);
+  std::vector<std::string> patterns = spec.get_string_list(key);  // with the family's islands (resolve_spec)
+  const auto found = std::find(patterns.begin(), patterns.end(), kAuto);
+  if (found == patterns.end()) return;
+  patterns.erase(found);
   spec.set(key, YAML::Node(patterns), "auto");  // the measurement sees the run's other islands as islands
   ExperimentConfig c = read_sections(spec);
   const auto format = precision::training_format(c.precision.mode, c.precision.fp8.recipe);

@@ -31,9 +31,9 @@ struct IslandChoice {
 // multiply-adds stay within kAutoIslandBudget of the format's.
 std::vector<IslandChoice> choose_islands(const NumericsReport& report, size_t format);
 
-// When precision.fp32_modules holds "auto": measures the spec's model in its training format and sets the key to
-// the family's islands, the other patterns given and the layers choose_islands keeps, with the reasons as its
-// origin. A no-op otherwise.
+// When precision.fp32_modules holds "auto" (resolve_spec has added the family's islands beside it): measures the
+// spec's model in its training format and puts the layers choose_islands keeps in its place, with the reasons as the
+// key's origin. A no-op otherwise.
 void resolve_auto_islands(config::Spec& spec);
 
 }  // namespace mpt::run

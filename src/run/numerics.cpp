@@ -29,12 +29,11 @@ double loss_delta(const Pass& reference, const Pass& candidate) {
   return std::abs(candidate.loss.item<double>() - reference.loss.item<double>());
 }
 
-// Each layer's weight gradient after the last backward, divided by `scale`.
-std::vector<torch::Tensor> weight_grads(precision::GemmProbe& probe, torch::nn::Module& model, double scale) {
+// Each layer's weight gradient after the last backward, divided by `scale` (undefined where it has none).
+std::vector<torch::Tensor> weight_grads(precision::GemmProbe& probe, double scale) {
   std::vector<torch::Tensor> grads(probe.layers().size());
-  for (const auto& item : model.named_parameters())
-    if (const auto layer = probe.layer_of_weight(item.key()); layer && item.value().grad().defined())
-      grads[*layer] = item.value().grad().detach() / scale;
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (const torch::Tensor& grad = probe.weight(i).grad(); grad.defined()) grads[i] = grad.detach() / scale;
   return grads;
 }
 
@@ -47,7 +46,7 @@ void measure_batch(models::ModelImpl& model, precision::GemmProbe& probe, const 
   const Pass reference = forward(model, batch);
   reference.loss.backward();
   report.reference_loss += reference.loss.item<double>();
-  const std::vector<torch::Tensor> reference_grads = weight_grads(probe, model, 1.0);
+  const std::vector<torch::Tensor> reference_grads = weight_grads(probe, 1.0);
   for (size_t f = 0; f < options.formats.size(); ++f) {
     const double scale = options.formats[f] == precision::NumericFormat::kFp16 ? report.loss_scale : 1.0;
     model.zero_grad();
@@ -56,7 +55,7 @@ void measure_batch(models::ModelImpl& model, precision::GemmProbe& probe, const 
     (all.loss * scale).backward();
     report.all[f].logits.add(reference.logits, all.logits);
     report.all[f].loss_delta += loss_delta(reference, all);
-    const std::vector<torch::Tensor> grads = weight_grads(probe, model, scale);
+    const std::vector<torch::Tensor> grads = weight_grads(probe, scale);
     for (size_t i = 0; i < grads.size(); ++i)
       if (grads[i].defined() && i < reference_grads.size() && reference_grads[i].defined())
         probe.layers()[i].formats[f].weight_grad.add(reference_grads[i], grads[i]);
@@ -64,14 +63,13 @@ void measure_batch(models::ModelImpl& model, precision::GemmProbe& probe, const 
   if (!options.alone) return;
   torch::NoGradGuard no_grad;
   for (size_t f = 0; f < options.formats.size(); ++f)
-    for (const std::string& name : probe.eligible(f)) {
-      probe.candidate(f, {name}, 1.0);
+    for (size_t i = 0; i < probe.layers().size(); ++i) {
+      if (!probe.layers()[i].formats[f].why_not.empty()) continue;
+      probe.candidate(f, {probe.layers()[i].name}, 1.0);
       const Pass alone = forward(model, batch);
-      for (precision::LayerNumerics& layer : probe.layers())
-        if (layer.name == name) {
-          layer.formats[f].alone_logits.add(reference.logits, alone.logits);
-          layer.formats[f].alone_loss_delta += loss_delta(reference, alone);
-        }
+      precision::LayerInFormat& in = probe.layers()[i].formats[f];
+      in.alone_logits.add(reference.logits, alone.logits);
+      in.alone_loss_delta += loss_delta(reference, alone);
     }
 }
 

@@ -28,6 +28,11 @@ std::string db(double sqnr) {
 
 std::string number(double value) { return std::isnan(value) ? "-" : fmt::format("{:.2g}", value); }
 
+// The loss change with the layer alone in the format, per batch (NaN when not measured).
+double alone_loss_delta(const LayerInFormat& in) {
+  return in.alone_logits.tensors ? in.alone_loss_delta / static_cast<double>(in.alone_logits.tensors) : NAN;
+}
+
 std::string percent(double share) {
   if (share == 0) return "0";
   return share >= 0.01 ? fmt::format("{:.1f}%", 100 * share) : fmt::format("{:.2g}%", 100 * share);
@@ -56,9 +61,7 @@ nlohmann::ordered_json layer_format_json(const NumericsReport& report, size_t f,
       {"eligible", true},
       {"rank", rank},
       {"local", error_json(in.local)},
-      {"alone",
-       {{"logits", error_json(in.alone_logits)},
-        {"loss_delta", in.alone_logits.tensors ? in.alone_loss_delta / in.alone_logits.tensors : NAN}}},
+      {"alone", {{"logits", error_json(in.alone_logits)}, {"loss_delta", alone_loss_delta(in)}}},
       {"gradients", {{"weight", error_json(in.weight_grad)}, {"input", error_json(in.input_grad)}}},
       {"input", range_json(in.input)},
       {"weight", range_json(in.weight)},
@@ -138,10 +141,9 @@ std::string numerics_table(const NumericsReport& report) {
       out += fmt::format("  {:<40} {:>11} {:>8} {:>8} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
                          layer.name + (report.islands[i] ? " [fp32]" : ""),
                          fmt::format("{}x{}", layer.in_features, layer.out_features), db(in.local.sqnr_db()),
-                         db(in.alone_logits.sqnr_db()),
-                         number(in.alone_logits.tensors ? in.alone_loss_delta / in.alone_logits.tensors : NAN),
-                         db(in.weight_grad.sqnr_db()), db(in.input_grad.sqnr_db()), under(in.input), under(in.weight),
-                         under(in.grad_output), percent(saturated));
+                         db(in.alone_logits.sqnr_db()), number(alone_loss_delta(in)), db(in.weight_grad.sqnr_db()),
+                         db(in.input_grad.sqnr_db()), under(in.input), under(in.weight), under(in.grad_output),
+                         percent(saturated));
     }
     for (const precision::LayerNumerics& layer : report.layers)
       if (!layer.formats[f].why_not.empty()) out += fmt::format("  {:<40} {}\n", layer.name, layer.formats[f].why_not);

@@ -71,12 +71,13 @@ void resolve_precision(config::Spec& spec, bool cuda, const hardware::Facts& fac
 }
 
 // Keys whose values only make sense together: the loss scale's range, the train length, channels.
-// A default precision.fp32_modules keeps the model family's own output layers and norms in FP32 too.
+// A default precision.fp32_modules, or one holding auto, keeps the model family's own output layers and norms in FP32
+// too.
 void add_family_islands(config::Spec& spec) {
   const std::string key = "precision.fp32_modules";
-  if (spec.origin(key) != "default") return;
-  const models::ModelFamily& family = models::model_family(spec.get_string("model.name"));
   std::vector<std::string> patterns = spec.get_string_list(key);
+  if (spec.origin(key) != "default" && std::find(patterns.begin(), patterns.end(), "auto") == patterns.end()) return;
+  const models::ModelFamily& family = models::model_family(spec.get_string("model.name"));
   const size_t before = patterns.size();
   for (const std::string& island : family.fp32_modules)
     if (std::find(patterns.begin(), patterns.end(), island) == patterns.end()) patterns.push_back(island);
