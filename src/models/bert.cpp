@@ -141,6 +141,7 @@ BertLayerImpl::BertLayerImpl(const BertConfig& config, const precision::ModulePo
   attention_out_ = attention_output->register_module("dense", torch::nn::Linear(hidden, hidden));
   attention_norm_ = attention_output->register_module("LayerNorm", layer_norm(config));
   attention_norm_runner_ = policy.runner(prefix + ".attention.output.LayerNorm");
+  attention_core_runner_ = policy.runner(prefix + ".attention.self.core", "attention");
   auto intermediate = register_module("intermediate", NamedScope());
   intermediate_ = intermediate->register_module("dense", torch::nn::Linear(hidden, config.intermediate));
   auto output = register_module("output", NamedScope());
@@ -169,9 +170,11 @@ torch::Tensor BertLayerImpl::self_attention(const Hidden& hidden_states, const t
       hidden_states.for_projection.defined() ? hidden_states.for_projection : precision::as_projection_input(x);
   Tensors qkv = {project(policy_, query_, input), project(policy_, key_, input), project(policy_, value_, input)};
   if (selective_) qkv = refill_in_backward(input, hidden_states.narrow_again, qkv);
-  for (auto& t : qkv) t = split_heads(t, heads_);                                             // (B, h, S, d) each
-  const auto core = [p = dropout_, training = is_training(), mask_bias](const Tensors& in) {  // runs again in backward
-    return Tensors{attention_core(in[0], in[1], in[2], mask_bias, p, training)};
+  for (auto& t : qkv) t = split_heads(t, heads_);  // (B, h, S, d) each
+  const auto core = [runner = attention_core_runner_, p = dropout_, training = is_training(),
+                     mask_bias](const Tensors& in) {  // runs again in backward
+    return Tensors{
+        runner(in, [&](const Tensors& t) { return attention_core(t[0], t[1], t[2], mask_bias, p, training); })};
   };
   // selective: the attention output's input is the core's again too, run before its backward (the same masks).
   const Recomputation context_again =

@@ -91,7 +91,7 @@ class BertLayerImpl : public torch::nn::Module {
   torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr}, attention_out_{nullptr};
   torch::nn::Linear intermediate_{nullptr}, output_{nullptr};
   torch::nn::LayerNorm attention_norm_{nullptr}, output_norm_{nullptr};
-  precision::ModuleRunner attention_norm_runner_, output_norm_runner_;
+  precision::ModuleRunner attention_norm_runner_, output_norm_runner_, attention_core_runner_;
   precision::ModulePolicy policy_;  // its GEMM route: the projections' FP8 layers
 };
 TORCH_MODULE(BertLayer);

@@ -77,8 +77,9 @@ LlamaLayerImpl::LlamaLayerImpl(const LlamaConfig& config, const precision::Modul
   gate_proj_ = projection(*mlp, "gate_proj", hidden, config.intermediate);
   up_proj_ = projection(*mlp, "up_proj", hidden, config.intermediate);
   down_proj_ = projection(*mlp, "down_proj", config.intermediate, hidden);
-  input_norm_runner_ = policy.runner(prefix + ".input_layernorm");
-  post_attention_norm_runner_ = policy.runner(prefix + ".post_attention_layernorm");
+  input_norm_runner_ = policy.runner(prefix + ".input_layernorm", "RMSNorm");
+  post_attention_norm_runner_ = policy.runner(prefix + ".post_attention_layernorm", "RMSNorm");
+  attention_core_runner_ = policy.runner(prefix + ".self_attn.core", "attention");
 }
 
 torch::Tensor LlamaLayerImpl::normed_input(const precision::ModuleRunner& norm, const torch::Tensor& weight,
@@ -114,9 +115,12 @@ torch::Tensor LlamaLayerImpl::self_attention(const torch::Tensor& x, const Decod
   const torch::Tensor k = repeat_heads(rotate(split_heads(qkv[1], config_.kv_heads), context), repeats);
   const torch::Tensor v = repeat_heads(split_heads(qkv[2], config_.kv_heads), repeats);  // (B, h, S, d)
   // The fused kernel keeps the scores and the softmax in FP32 whatever the dtype of q and k.
-  const torch::Tensor attended = at::scaled_dot_product_attention(
-      q, k, v, context.mask.defined() ? std::optional<torch::Tensor>(context.mask) : std::nullopt, 0.0,
-      /*is_causal=*/!context.mask.defined());
+  const torch::Tensor attended = attention_core_runner_({q, k, v}, [&](const Tensors& qkv_heads) {
+    return at::scaled_dot_product_attention(
+        qkv_heads[0], qkv_heads[1], qkv_heads[2],
+        context.mask.defined() ? std::optional<torch::Tensor>(context.mask) : std::nullopt, 0.0,
+        /*is_causal=*/!context.mask.defined());
+  });
   return x + policy_.linear(merge_heads(attended), o_proj_->weight, {});  // (B, S, H)
 }
 
@@ -148,8 +152,8 @@ LlamaForCausalLmImpl::LlamaForCausalLmImpl(const LlamaConfig& config, const prec
   // Tied: the lookup's gradient touches only the rows in the batch; sparse, autograd adds it in place into the
   // head's dense gradient of the same matrix (as BERT's MLM decoder does).
   if (config.tie_embeddings) embed_tokens_->options.sparse(true);
-  norm_runner_ = policy.runner("model.norm");
-  head_runner_ = policy.runner("lm_head");
+  norm_runner_ = policy.runner("model.norm", "RMSNorm");
+  head_runner_ = policy.runner("lm_head", config.tie_embeddings ? "tied Linear" : "");
   inv_freq_ = 1.0 / torch::pow(config.rope_theta, torch::arange(0, config.head_dim, 2, torch::kLong).to(torch::kFloat) /
                                                       static_cast<double>(config.head_dim));
   torch::NoGradGuard no_grad;

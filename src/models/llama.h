@@ -68,7 +68,7 @@ class LlamaLayerImpl : public torch::nn::Module {
   torch::Tensor input_norm_, post_attention_norm_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
-  precision::ModuleRunner input_norm_runner_, post_attention_norm_runner_;
+  precision::ModuleRunner input_norm_runner_, post_attention_norm_runner_, attention_core_runner_;
   precision::ModulePolicy policy_;
 };
 TORCH_MODULE(LlamaLayer);

@@ -54,13 +54,13 @@ torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& norm, const torch::Tensor& 
 
 // relu?(batch_norm(x) + residual?) (residual may be undefined). Where ops::fused_batch_norm takes it (BF16 training on
 // an AVX512-BF16 CPU) the three are one op with half the passes over memory; that needs a runner that adds
-// nothing around the norm (no FP32 island, no numerics check, which would see the sum) and a norm that is not
+// nothing around the norm (no FP32 island, no numerics check or probe, which would see the sum) and a norm that is not
 // synchronised across ranks.
 torch::Tensor norm_add_relu(torch::nn::BatchNorm2dImpl& norm, const precision::ModuleRunner& runner,
                             const torch::Tensor& x, const torch::Tensor& residual, bool relu,
                             distributed::Group* group) {
   const bool local = !group || !group->distributed();
-  if (!runner.keep_fp32 && !runner.monitor && local && ops::can_fuse_batch_norm(norm, x, residual))
+  if (!runner.keep_fp32 && !runner.monitor && !runner.probed() && local && ops::can_fuse_batch_norm(norm, x, residual))
     return ops::fused_batch_norm(norm, x, residual, relu);
   torch::Tensor out = runner(x, [&](const torch::Tensor& h) { return batch_norm(norm, h, group); });
   if (residual.defined()) out = out + residual;
@@ -118,7 +118,7 @@ struct PatchRowsFunction : public torch::autograd::Function<PatchRowsFunction> {
 // 1x1 stride-1 convolution needs no copy (a strided one copies every s-th pixel); a 3x3 one stacks its 9 shifted,
 // strided views of the padded image.
 // CPU only: cuDNN has its own algorithms for these shapes.
-torch::Tensor conv_forward(torch::nn::Conv2d& conv, const torch::Tensor& x) {
+torch::Tensor conv_matmul_forward(torch::nn::Conv2d& conv, const torch::Tensor& x) {
   const auto& options = conv->options;
   const int64_t kernel = (*options.kernel_size())[0], stride = (*options.stride())[0];
   const bool plain = (*options.kernel_size())[1] == kernel && (*options.stride())[1] == stride &&
@@ -147,6 +147,11 @@ torch::Tensor conv_forward(torch::nn::Conv2d& conv, const torch::Tensor& x) {
   return y.view({batch, height, width, out}).permute({0, 3, 1, 2});  // (B, C_out, H_out, W_out), channels-last
 }
 
+// A convolution through its runner: an FP32 island when the policy keeps it there, seen by numerics' probe.
+torch::Tensor conv_forward(torch::nn::Conv2d& conv, const precision::ModuleRunner& runner, const torch::Tensor& x) {
+  return runner(x, [&](const torch::Tensor& h) { return conv_matmul_forward(conv, h); });
+}
+
 }  // namespace
 
 ResidualBlockImpl::ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t planes, int64_t stride,
@@ -164,6 +169,7 @@ ResidualBlockImpl::ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t
   for (size_t i = 0; i < convs_.size(); ++i) {
     const std::string index = std::to_string(i + 1);
     register_module("conv" + index, convs_[i]);
+    conv_runners_.push_back(policy.runner(prefix + ".conv" + index));
     norms_.push_back(register_module("bn" + index, torch::nn::BatchNorm2d(convs_[i]->options.out_channels())));
     norm_runners_.push_back(policy.runner(prefix + ".bn" + index));
   }
@@ -172,6 +178,7 @@ ResidualBlockImpl::ResidualBlockImpl(bool bottleneck, int64_t in_planes, int64_t
     downsample_norm_ = torch::nn::BatchNorm2d(out_planes);
     // A Sequential only for torchvision's names (downsample.0, downsample.1); forward uses the handles.
     register_module("downsample", torch::nn::Sequential(downsample_conv_, downsample_norm_));
+    downsample_conv_runner_ = policy.runner(prefix + ".downsample.0");
     downsample_runner_ = policy.runner(prefix + ".downsample.1");
   }
 }
@@ -180,11 +187,13 @@ torch::Tensor ResidualBlockImpl::forward(const torch::Tensor& x) {
   const size_t last = convs_.size() - 1;
   torch::Tensor out = x;  // (B, C_in, H, W)
   for (size_t i = 0; i < last; ++i)
-    out = norm_add_relu(*norms_[i], norm_runners_[i], conv_forward(convs_[i], out), {}, /*relu=*/true, *norm_group_);
-  out = conv_forward(convs_[last], out);
+    out = norm_add_relu(*norms_[i], norm_runners_[i], conv_forward(convs_[i], conv_runners_[i], out), {},
+                        /*relu=*/true, *norm_group_);
+  out = conv_forward(convs_[last], conv_runners_[last], out);
   torch::Tensor identity = x;
   if (downsample_conv_)
-    identity = norm_add_relu(*downsample_norm_, downsample_runner_, conv_forward(downsample_conv_, x), {},
+    identity = norm_add_relu(*downsample_norm_, downsample_runner_,
+                             conv_forward(downsample_conv_, downsample_conv_runner_, x), {},
                              /*relu=*/false, *norm_group_);
   return norm_add_relu(*norms_[last], norm_runners_[last], out, identity, /*relu=*/true,
                        *norm_group_);  // (B, C_out, H / stride, W / stride)
@@ -203,6 +212,7 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy
   conv1_ = register_module(
       "conv1", config_.small_input ? conv(config_.in_channels, 64, 3, 1) : conv(config_.in_channels, 64, 7, 2));
   bn1_ = register_module("bn1", torch::nn::BatchNorm2d(64));
+  conv1_runner_ = policy.runner("conv1");
   bn1_runner_ = policy.runner("bn1");
   int64_t in_planes = 64;
   for (int stage = 0; stage < 4; ++stage) {
@@ -235,9 +245,10 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config, const precision::ModulePolicy
 }
 
 torch::Tensor ResNetImpl::forward(const torch::Tensor& inputs) {
-  torch::Tensor x =
-      conv1_->forward(config_.channels_last ? inputs.contiguous(torch::MemoryFormat::ChannelsLast)
-                                            : inputs);  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
+  const torch::Tensor image = config_.channels_last ? inputs.contiguous(torch::MemoryFormat::ChannelsLast) : inputs;
+  torch::Tensor x = conv1_runner_(image, [&](const torch::Tensor& h) {
+    return conv1_->forward(h);
+  });  // (B, 64, H/2, W/2), or (B, 64, H, W) with the small stem
   x = norm_add_relu(*bn1_, bn1_runner_, x, {}, /*relu=*/true, *norm_group_);
   if (!config_.small_input) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);  // H/4
   for (auto& layer : layers_)

@@ -39,10 +39,10 @@ class ResidualBlockImpl : public torch::nn::Module {
  private:
   std::vector<torch::nn::Conv2d> convs_;
   std::vector<torch::nn::BatchNorm2d> norms_;
-  std::vector<precision::ModuleRunner> norm_runners_;
+  std::vector<precision::ModuleRunner> conv_runners_, norm_runners_;
   torch::nn::Conv2d downsample_conv_{nullptr};
   torch::nn::BatchNorm2d downsample_norm_{nullptr};
-  precision::ModuleRunner downsample_runner_;
+  precision::ModuleRunner downsample_conv_runner_, downsample_runner_;
   NormGroup norm_group_;
 };
 TORCH_MODULE(ResidualBlock);
@@ -62,7 +62,7 @@ class ResNetImpl : public ModelImpl {
   torch::nn::BatchNorm2d bn1_{nullptr};
   std::vector<torch::nn::ModuleList> layers_;
   torch::nn::Linear fc_{nullptr};
-  precision::ModuleRunner bn1_runner_, fc_runner_;
+  precision::ModuleRunner conv1_runner_, bn1_runner_, fc_runner_;
   precision::ModulePolicy policy_;
   Recompute recompute_;
 };

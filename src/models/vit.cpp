@@ -67,6 +67,7 @@ VitBlockImpl::VitBlockImpl(const VitConfig& config, const precision::ModulePolic
   mlp_out_ = mlp->register_module("3", torch::nn::Linear(config.mlp, hidden));
   ln_1_runner_ = policy.runner(prefix + ".ln_1");
   ln_2_runner_ = policy.runner(prefix + ".ln_2");
+  attention_core_runner_ = policy.runner(prefix + ".self_attention.core", "attention");
   init_block(in_proj_weight_, in_proj_bias_, out_proj_, mlp_in_, mlp_out_);
 }
 
@@ -75,9 +76,11 @@ torch::Tensor VitBlockImpl::self_attention(const torch::Tensor& normed) {
   const std::vector<torch::Tensor> parts = qkv.chunk(3, -1);  // (B, S, H) each
   const torch::Tensor no_mask =
       torch::zeros({normed.size(0), 1, 1, normed.size(1)}, normed.options().dtype(torch::kFloat));
-  const torch::Tensor context =
-      attention_core(split_heads(parts[0], heads_), split_heads(parts[1], heads_), split_heads(parts[2], heads_),
-                     no_mask, dropout_, is_training(), Scores::kFp32);
+  const torch::Tensor context = attention_core_runner_(
+      {split_heads(parts[0], heads_), split_heads(parts[1], heads_), split_heads(parts[2], heads_)},
+      [&](const Tensors& qkv) {
+        return attention_core(qkv[0], qkv[1], qkv[2], no_mask, dropout_, is_training(), Scores::kFp32);
+      });
   return policy_.linear(merge_heads(context), out_proj_->weight, out_proj_->bias);  // (B, S, H)
 }
 

@@ -45,7 +45,7 @@ class VitBlockImpl : public torch::nn::Module {
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
   torch::Tensor in_proj_weight_, in_proj_bias_;
   torch::nn::Linear out_proj_{nullptr}, mlp_in_{nullptr}, mlp_out_{nullptr};
-  precision::ModuleRunner ln_1_runner_, ln_2_runner_;
+  precision::ModuleRunner ln_1_runner_, ln_2_runner_, attention_core_runner_;
   precision::ModulePolicy policy_;
 };
 TORCH_MODULE(VitBlock);

@@ -5,6 +5,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace mpt::precision {
 
 // The autocast state of `device`: whether it is on, and the dtype it computes in.
@@ -45,6 +47,16 @@ torch::Tensor forward_maybe_fp32(bool keep_fp32, const torch::Tensor& x, Forward
   if (!keep_fp32) return module_forward(x);
   Fp32Scope scope(x.device().type());
   return module_forward(x.is_floating_point() ? x.to(torch::kFloat) : x);
+}
+
+// The same for a module of several inputs, each floating one promoted.
+template <typename Forward>
+torch::Tensor forward_maybe_fp32(bool keep_fp32, const std::vector<torch::Tensor>& inputs, Forward&& module_forward) {
+  if (!keep_fp32) return module_forward(inputs);
+  Fp32Scope scope(inputs.front().device().type());
+  std::vector<torch::Tensor> wide;
+  for (const torch::Tensor& x : inputs) wide.push_back(x.is_floating_point() ? x.to(torch::kFloat) : x);
+  return module_forward(wide);
 }
 
 }  // namespace mpt::precision
