@@ -42,9 +42,7 @@ double damaged_below_db(precision::NumericFormat format) {
 
 std::vector<IslandChoice> choose_islands(const NumericsReport& report, size_t f) {
   const std::vector<size_t> order = layers_by_damage(report, f);
-  const auto macs = [&](size_t i) {
-    return static_cast<double>(report.layers[i].in_features * report.layers[i].out_features);
-  };
+  const auto macs = [&](size_t i) { return static_cast<double>(report.layers[i].macs); };
   double total_macs = 0.0, total_alone_noise = 0.0;
   for (size_t i : order) {
     if (report.islands[i]) continue;  // FP32 already: not the format's work

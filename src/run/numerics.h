@@ -1,8 +1,7 @@
 // `mpt numerics`' measurement: the first N batches of a spec's training data through its model, FP32 as the
-// reference and each candidate format in turn (precision/gemm_probe.h). Per projection: its local error, the
-// model's error with it alone in the format, the gradients' error with every layer the format takes in it, and
-// its tensors' range statistics. Only the projections change format: everything else stays FP32, so the numbers
-// are the GEMM formats' own (what autocast does to the rest of a forward is ab-compare's to measure).
+// reference and each candidate format in turn (precision/layer_probe.h). Per layer (projection, convolution, norm,
+// attention core, the loss): its local error, the model's error with it alone in the format, the gradients' error
+// with every layer the format takes in it, and its tensors' range statistics.
 #pragma once
 
 #include <torch/torch.h>
@@ -10,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "precision/gemm_probe.h"
+#include "precision/layer_probe.h"
 #include "run/sections.h"
 
 namespace mpt::run {

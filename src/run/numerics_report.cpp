@@ -33,6 +33,11 @@ double alone_loss_delta(const LayerInFormat& in) {
   return in.alone_logits.tensors ? in.alone_loss_delta / static_cast<double>(in.alone_logits.tensors) : NAN;
 }
 
+// "Linear 784x256", "Conv2d 576x64", or the kind of a module that is no GEMM ("LayerNorm", "attention").
+std::string label(const precision::LayerNumerics& layer) {
+  return layer.in_features ? fmt::format("{} {}x{}", layer.kind, layer.in_features, layer.out_features) : layer.kind;
+}
+
 std::string percent(double share) {
   if (share == 0) return "0";
   return share >= 0.01 ? fmt::format("{:.1f}%", 100 * share) : fmt::format("{:.2g}%", 100 * share);
@@ -126,10 +131,12 @@ std::string numerics_table(const NumericsReport& report) {
   std::string out = fmt::format(
       "numerics of {} on {}, {} batch(es) of {}{}: {:.1f} s\n", report.model, report.data, report.batches,
       report.batch_size, report.weights.empty() ? " (initial weights)" : ", weights " + report.weights, report.seconds);
+  size_t width = 26;  // the names' column
+  for (const precision::LayerNumerics& layer : report.layers) width = std::max(width, layer.name.size() + 7);
   for (size_t f = 0; f < report.formats.size(); ++f) {
     out += "\n" + format_heading(report, f) + "\n";
-    out += fmt::format("  {:<40} {:>11} {:>8} {:>8} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
-                       "layer (most damaged first)", "shape", "local dB", "alone dB", "loss d", "dW dB", "dX dB",
+    out += fmt::format("  {:<{}} {:>18} {:>8} {:>8} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
+                       "layer (most damaged first)", width, "kind", "local dB", "alone dB", "loss d", "dW dB", "dX dB",
                        "x under", "w under", "dY under", "saturated");
     for (size_t i : layers_by_damage(report, f)) {
       const precision::LayerNumerics& layer = report.layers[i];
@@ -138,15 +145,15 @@ std::string numerics_table(const NumericsReport& report) {
       const double saturated =
           static_cast<double>(in.input.saturated + in.weight.saturated + in.grad_output.saturated) /
           static_cast<double>(std::max<int64_t>(1, in.input.values + in.weight.values + in.grad_output.values));
-      out += fmt::format("  {:<40} {:>11} {:>8} {:>8} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
-                         layer.name + (report.islands[i] ? " [fp32]" : ""),
-                         fmt::format("{}x{}", layer.in_features, layer.out_features), db(in.local.sqnr_db()),
+      out += fmt::format("  {:<{}} {:>18} {:>8} {:>8} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
+                         layer.name + (report.islands[i] ? " [fp32]" : ""), width, label(layer), db(in.local.sqnr_db()),
                          db(in.alone_logits.sqnr_db()), number(alone_loss_delta(in)), db(in.weight_grad.sqnr_db()),
                          db(in.input_grad.sqnr_db()), under(in.input), under(in.weight), under(in.grad_output),
                          percent(saturated));
     }
     for (const precision::LayerNumerics& layer : report.layers)
-      if (!layer.formats[f].why_not.empty()) out += fmt::format("  {:<40} {}\n", layer.name, layer.formats[f].why_not);
+      if (!layer.formats[f].why_not.empty())
+        out += fmt::format("  {:<{}} {}\n", layer.name, width, layer.formats[f].why_not);
   }
   return out;
 }
@@ -175,8 +182,10 @@ nlohmann::ordered_json numerics_json(const NumericsReport& report) {
   for (size_t i = 0; i < report.layers.size(); ++i) {
     const precision::LayerNumerics& layer = report.layers[i];
     nlohmann::ordered_json entry = {{"name", layer.name},
+                                    {"kind", layer.kind},
                                     {"in_features", layer.in_features},
                                     {"out_features", layer.out_features},
+                                    {"macs_per_batch", layer.macs},
                                     {"fp32_island", static_cast<bool>(report.islands[i])}};
     for (size_t f = 0; f < report.formats.size(); ++f)
       entry["formats"][precision::format_name(report.formats[f])] =
@@ -198,11 +207,10 @@ std::string numerics_html(const NumericsReport& report) {
     html += "<h2>" + compare::xml_escape(format_heading(report, f)) + "</h2>\n";
     for (const compare::ChartSpec& chart : format_charts(report, f)) html += compare::svg_line_chart(chart);
   }
-  html += "<h2>Layers</h2>\n<table>\n<tr><th>#</th><th>layer</th><th>shape</th></tr>\n";
+  html += "<h2>Layers</h2>\n<table>\n<tr><th>#</th><th>layer</th><th>kind</th></tr>\n";
   for (size_t i = 0; i < report.layers.size(); ++i)
-    html += fmt::format("<tr><td class=\"num\">{}</td><td>{}</td><td>{}x{}</td></tr>\n", i,
-                        compare::xml_escape(report.layers[i].name), report.layers[i].in_features,
-                        report.layers[i].out_features);
+    html += fmt::format("<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n", i,
+                        compare::xml_escape(report.layers[i].name), compare::xml_escape(label(report.layers[i])));
   return html + "</table>\n</body>\n</html>\n";
 }
 

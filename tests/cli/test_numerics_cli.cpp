@@ -1,6 +1,6 @@
-// `mpt numerics` end to end: its per-layer local SQNR against PyTorch's own bfloat16 and float8 on the same weights
-// and batch (tests/precision/numerics_reference.py), a planted outlier ranked first and kept by
-// precision.fp32_modules: [auto], and the refusals of bad arguments.
+// `mpt numerics` end to end: its per-layer local SQNR (projections, convolutions, norms, attention cores, the loss)
+// against PyTorch's own bfloat16 and float8 on the same weights and batch (tests/precision/numerics_reference.py), a
+// planted outlier ranked first and kept by precision.fp32_modules: [auto], and the refusals of bad arguments.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -45,7 +45,27 @@ TEST_CASE("mpt numerics: each layer's local SQNR under BF16 and FP8 equals PyTor
   INFO(checked.output);
   CHECK(checked.exit_code == 0);
   CHECK_THAT(checked.output, Catch::Contains("hidden.1 fp8: mpt"));
+  CHECK_THAT(checked.output, Catch::Contains("loss bf16: mpt"));
   CHECK(markup_problem(read_file_text(dir + "/numerics.html")).empty());
+}
+
+TEST_CASE("mpt numerics: each convolution's and batch norm's local SQNR under BF16 equals PyTorch's on a ResNet-18",
+          "[fast][cli][numerics]") {
+  if (const std::string missing = python_missing("torch torchvision safetensors"); !missing.empty()) MPT_SKIP(missing);
+  if (!std::filesystem::exists(kFashionMnistRoot)) MPT_SKIP("no Fashion-MNIST (scripts/setup.sh installs it)");
+  const std::string dir = scratch_dir("numerics-resnet-oracle"), weights = dir + "/resnet18.safetensors";
+  REQUIRE(run_python(kReference + " resnet-weights " + weights).exit_code == 0);
+  const auto measured =
+      run_mpt({"numerics", source_path("configs/resnet18_fmnist_mixed.yaml"), "model.init_from=" + weights,
+               "data.batch_size=32", "--batches", "1", "--no-alone", "--formats", "bf16,fp8", "--out", dir});
+  INFO(measured.output);
+  REQUIRE(measured.exit_code == 0);
+  CHECK_THAT(measured.output, Catch::Contains("layer4.1.conv2") && Catch::Contains("BF16: FP8 takes projections only"));
+  const auto checked = run_python(kReference + " resnet-check " + weights + " " + dir + "/numerics.json --data " +
+                                  kFashionMnistRoot + " --batch 32");
+  INFO(checked.output);
+  CHECK(checked.exit_code == 0);
+  CHECK_THAT(checked.output, Catch::Contains("layer2.0.downsample.0 bf16: mpt") && Catch::Contains("41 compared"));
 }
 
 TEST_CASE("mpt numerics: BERT-tiny's local SQNR under BF16 and FP8 equals PyTorch's from transformers' own inputs",
@@ -65,6 +85,8 @@ TEST_CASE("mpt numerics: BERT-tiny's local SQNR under BF16 and FP8 equals PyTorc
   INFO(checked.output);
   CHECK(checked.exit_code == 0);
   CHECK_THAT(checked.output, Catch::Contains("bert.encoder.layer.1.output.dense fp8: mpt"));
+  CHECK_THAT(checked.output, Catch::Contains("bert.encoder.layer.1.attention.self.core bf16: mpt"));
+  CHECK_THAT(checked.output, Catch::Contains("bert.encoder.layer.1.output.LayerNorm bf16: mpt"));
 }
 
 TEST_CASE("mpt numerics ranks a layer whose inputs FP8's per-tensor scale crushes first, and auto keeps it FP32",

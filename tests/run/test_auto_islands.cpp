@@ -13,7 +13,8 @@ namespace {
 // A layer of `in` x `out` whose output carries `local_db` of local SQNR and `alone_db` of logits SQNR alone in FP8.
 void add_layer(NumericsReport& report, const std::string& name, int64_t in, int64_t out, double local_db,
                double alone_db, bool island = false) {
-  mpt::precision::LayerNumerics layer{name, in, out, std::vector<mpt::precision::LayerInFormat>(1)};
+  mpt::precision::LayerNumerics layer{name, "Linear", in, out, /*macs=*/in * out};
+  layer.formats.resize(1);
   layer.formats[0].local = {1.0, std::pow(10.0, -local_db / 10), 1};
   layer.formats[0].alone_logits = {1.0, std::pow(10.0, -alone_db / 10), 1};
   report.layers.push_back(layer);

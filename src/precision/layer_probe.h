@@ -1,7 +1,8 @@
-// What `mpt numerics` attaches to a model's GemmRouter in place of a training format: every projection computed in
-// FP32 (the reference) or, for chosen layers, in a candidate format through the same kernels and casts training
-// uses (autocast's BF16/FP16 linear, the FP8 and MXFP8 formats' GEMMs). On a measuring reference pass each layer's
-// output is also computed in every format from the same FP32 input, so one layer's error is not blamed on another's.
+// What `mpt numerics` attaches to a model's GemmRouter (every projection) and to its policy's runners (every other
+// module: convolutions, norms, attention cores; and the loss): each computed in FP32 (the reference) or, for chosen
+// layers, in a candidate format through the kernels and casts training uses (autocast, the FP8 and MXFP8 formats'
+// GEMMs). On a measuring reference pass each layer's output is also computed in every format from the same FP32
+// inputs, so one layer's error is not blamed on another's.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,6 +17,7 @@
 #include "precision/fp8_config.h"
 #include "precision/gemm_format.h"
 #include "precision/numeric_formats.h"
+#include "precision/policy.h"
 
 namespace mpt::precision {
 
@@ -40,15 +42,17 @@ struct LayerInFormat {
 
 struct LayerNumerics {
   std::string name;  // the module ("encoder.layer.0.attention.self.query"), or the weight's owner
-  int64_t in_features = 0, out_features = 0;
-  std::vector<LayerInFormat> formats;  // in the probe's format order
+  std::string kind;  // "Linear", "Conv2d", "LayerNorm", "RMSNorm", "BatchNorm2d", "attention", "loss", ...
+  int64_t in_features = 0, out_features = 0;  // a GEMM's (a convolution's: C_in k k and C_out); 0 for the others
+  int64_t macs = 0;                           // multiply-adds per batch (0 for norms and the loss)
+  std::vector<LayerInFormat> formats;         // in the probe's format order
 };
 
-class GemmProbe : public LowPrecisionGemms {
+class LayerProbe : public LowPrecisionGemms, public ModuleProbe {
  public:
-  GemmProbe(torch::nn::Module& model, std::vector<NumericFormat> formats, const Fp8Config& fp8, double loss_scale,
-            torch::Device device);
-  ~GemmProbe() override;
+  LayerProbe(torch::nn::Module& model, std::vector<NumericFormat> formats, const Fp8Config& fp8, double loss_scale,
+             torch::Device device);
+  ~LayerProbe() override;
 
   // The passes that follow: every layer in FP32; with `measure`, each layer's output also in every format (its
   // local error), its input's and weight's range statistics, and in backward its output gradient's and the reference
@@ -63,20 +67,30 @@ class GemmProbe : public LowPrecisionGemms {
   std::vector<LayerNumerics>& layers() { return layers_; }
   // The layers format number `format` takes, by name.
   std::set<std::string> eligible(size_t format) const;
-  // The weight layer number `layer` multiplies by (a tied decoder's: the embeddings).
+  // The weight layer number `layer` multiplies by (a tied decoder's: the embeddings); undefined where it has none.
   const torch::Tensor& weight(size_t layer) const { return weights_[layer]; }
 
   const char* name() const override { return "numerics probe"; }
   const std::vector<GemmEligibility>& eligibility() const override { return eligibility_; }
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                        bool recomputing) override;
+  // A module that holds no projection of its own (layer_probe_modules.cpp); one that does runs as it is.
+  torch::Tensor run(const std::string& module, const std::string& kind, const Tensors& inputs,
+                    const Forward& forward) override;
 
  private:
+  size_t add_layer(LayerNumerics layer, const torch::Tensor& weight);
+  std::optional<size_t> module_row(const std::string& module, const std::string& kind, const Tensors& inputs,
+                                   const Forward& forward, torch::Tensor& first_output);
+  // A Linear the model runs by itself through its runner (a classifier): measured as a module, no format's GEMM.
+  size_t reached_outside_route(size_t layer);
+  void measure_module(size_t layer, const Tensors& inputs, const Forward& forward, const torch::Tensor& reference);
+  void watch_grad_output(size_t layer, const torch::Tensor& y);
   torch::Tensor in_format(size_t format, const torch::Tensor& x, const torch::Tensor& weight,
                           const torch::Tensor& bias);
   void measure_local(size_t layer, const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      const torch::Tensor& reference);
-  torch::Tensor watch_input_grad(size_t layer, const torch::Tensor& x);
+  torch::Tensor watch_input_grad(size_t layer, size_t input, const torch::Tensor& x);
   std::optional<size_t> layer_index(const torch::Tensor& weight);
 
   std::vector<NumericFormat> formats_;
@@ -84,15 +98,19 @@ class GemmProbe : public LowPrecisionGemms {
   double loss_scale_;
   std::vector<std::unique_ptr<LowPrecisionGemms>> format_gemms_;  // per format: its training GEMMs, or null (autocast)
   std::vector<LayerNumerics> layers_;
-  std::vector<torch::Tensor> weights_;                       // per layer
-  std::unordered_map<const void*, size_t> by_weight_;        // the weight's TensorImpl -> layer
-  std::unordered_map<const void*, std::string> functional_;  // other 2-D parameters -> their module
+  std::vector<torch::Tensor> weights_;                                           // per layer
+  std::unordered_map<const void*, size_t> by_weight_;                            // the weight's TensorImpl -> layer
+  std::unordered_map<const void*, std::string> functional_;                      // other 2-D parameters -> their module
+  std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> modules_;  // the model's, by name
+  std::unordered_map<std::string, size_t> by_module_;                            // a module's row
+  std::set<std::string> containers_;  // modules run through a runner that hold projections
+  int64_t gemm_calls_ = 0;
   std::vector<GemmEligibility> eligibility_;
   std::optional<size_t> format_;  // none: the reference
   bool measure_ = false;
   std::set<std::string> candidate_layers_;
   double grad_scale_ = 1.0;
-  std::vector<torch::Tensor> reference_input_grads_;  // per layer, from the last reference backward
+  std::vector<std::vector<torch::Tensor>> reference_input_grads_;  // per layer and input, the last reference backward
 };
 
 }  // namespace mpt::precision
