@@ -2,6 +2,7 @@
 // op below autocast, and rounds the floating outputs to BF16, so autograd's backward runs the FP32 products.
 #include "ops/bf16_gemm_emulation.h"
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -19,7 +20,18 @@ bool is_float_or_bf16(const at::Tensor& t) {
   return t.defined() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
 }
 
+// Autocast's own policy for another dtype (numerics' FP16 on the CPU): FP32 and BF16 inputs cast to it.
+void cast_to_autocast_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, at::ScalarType dtype) {
+  const size_t arguments = op.schema().arguments().size();
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(arguments); it != stack->end(); ++it)
+    if (it->isTensor() && is_float_or_bf16(it->toTensor())) *it = it->toTensor().to(dtype);
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  op.callBoxed(stack);
+}
+
 void emulate_in_fp32(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const at::ScalarType dtype = at::autocast::get_autocast_dtype(at::kCPU);
+  if (dtype != at::kBFloat16) return cast_to_autocast_dtype(op, stack, dtype);
   const size_t arguments = op.schema().arguments().size();
   for (auto it = stack->end() - static_cast<std::ptrdiff_t>(arguments); it != stack->end(); ++it)
     if (it->isTensor() && is_float_or_bf16(it->toTensor())) *it = it->toTensor().to(at::kBFloat16).to(at::kFloat);

@@ -51,3 +51,19 @@ TEST_CASE("ops outside the emulated set keep autocast's own behaviour", "[fast][
   CHECK(torch::softmax(x, 1).scalar_type() == torch::kFloat);  // autocast's FP32 list
   CHECK(torch::relu(x).scalar_type() == torch::kFloat);        // not an autocast op: input's dtype
 }
+
+TEST_CASE("FP16 autocast is not emulated: its GEMMs and convolutions stay autocast's FP16 ones", "[fast][precision]") {
+  if (!enable_cpu_bf16_emulation()) MPT_SKIP("this CPU multiplies BF16 natively: autocast is not emulated here");
+  torch::manual_seed(4);
+  const torch::Tensor image = torch::randn({2, 3, 8, 8}), kernel = torch::randn({4, 3, 3, 3});
+  const torch::Tensor x = torch::randn({5, 16}), w = torch::randn({8, 16});
+  torch::Tensor conv, linear;
+  {
+    AutocastScope autocast(torch::kCPU, torch::kHalf);  // mpt numerics measures FP16 this way on the CPU
+    conv = torch::conv2d(image, kernel, {}, /*stride=*/1, /*padding=*/1);
+    linear = torch::nn::functional::linear(x, w);
+  }
+  CHECK(conv.scalar_type() == torch::kHalf);
+  CHECK(torch::equal(conv, torch::conv2d(image.to(torch::kHalf), kernel.to(torch::kHalf), {}, 1, 1)));
+  CHECK(torch::equal(linear, torch::nn::functional::linear(x.to(torch::kHalf), w.to(torch::kHalf))));
+}
