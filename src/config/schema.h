@@ -1,6 +1,6 @@
 // The one table of every spec key: its type, default, allowed values and meaning, assembled from the keys of the
-// stack (here) and those each plug-in declares (common/keys.h). Loading, validation, resume checks, `mpt keys` and
-// docs/spec.md all read this table; run/sections.cpp binds each stack key to the member that receives it.
+// stack (run/stack_keys.h: each row declared with the member that receives it) and those each plug-in declares
+// (common/keys.h). Loading, validation, resume checks, `mpt keys` and docs/spec.md all read this table.
 #pragma once
 
 #include <string>
@@ -13,6 +13,9 @@ namespace mpt::config {
 using keys::key_type_name;
 using keys::KeySpec;
 using keys::KeyType;
+
+// The stack's keys, in order, before the table is first read (run/plugins.h does it for every command).
+void set_stack_keys(std::vector<KeySpec> rows);
 
 // The plug-ins' keys (model families, ...), added once before the table is first read (run/plugins.h does it for
 // every command): the keys join their section, the plug-in's names the deciding key's choices. Throws mpt::Error

@@ -13,7 +13,7 @@ namespace mpt::data {
 // What a sample is: an image (MLP, ResNet) or a token sequence (BERT).
 enum class Modality { kImages, kTokens };
 
-// The data section: the common keys (name, root, batch_size, shuffle, the limits), bound in run/sections.cpp, and
+// The data section: the common keys (name, root, batch_size, shuffle, the limits), declared in run/stack_keys.cpp, and
 // the members each dataset kind binds its own keys to (data/datasets.cpp).
 struct DataConfig {
   std::string name = "fashion_mnist";  // a dataset kind (data/datasets.h)

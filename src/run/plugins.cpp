@@ -7,6 +7,7 @@
 #include "data/datasets.h"
 #include "models/registry.h"
 #include "precision/gemm_formats.h"
+#include "run/stack_keys.h"
 #include "tools/tracking/tracker.h"
 
 namespace mpt::run {
@@ -15,6 +16,9 @@ void install_plugins() {
   static const std::string kDropout = "model.dropout", kCheckpointing = "memory.activation_checkpointing";
   static std::once_flag once;
   std::call_once(once, [] {
+    std::vector<config::KeySpec> rows;
+    for (const StackKey& key : stack_keys()) rows.push_back(key.row);
+    config::set_stack_keys(std::move(rows));
     for (const models::ModelFamily& family : models::model_families()) {
       keys::KeyGroup group;
       group.deciding_key = "model.name";

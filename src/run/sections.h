@@ -52,9 +52,8 @@ struct KeyBinding {
   std::function<std::string(const ExperimentConfig&)> show;
 };
 
-// Every binding of a stack key, in the key table's order (a plug-in's keys go to its section's options). Throws
-// mpt::Error at first use when a key has no member, or a member no key: the table and the structs cannot drift
-// apart silently.
+// Every binding of a stack key, in the key table's order (a plug-in's keys go to its section's options). A key is
+// declared with its member (run/stack_keys.h), so neither exists without the other; a key declared twice throws.
 const std::vector<KeyBinding>& key_bindings();
 
 }  // namespace mpt::run
