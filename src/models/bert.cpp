@@ -265,6 +265,7 @@ BertForMaskedLmImpl::BertForMaskedLmImpl(const BertConfig& config, const precisi
   head_runner_ = policy.runner("cls.predictions");
   head_in_fp32_ = policy.runs_in_fp32("cls.predictions");
   transform_norm_runner_ = policy.runner("cls.predictions.transform.LayerNorm");
+  decoder_runner_ = policy.runner("cls.predictions.decoder", "tied Linear");
   init_weights(*this, config.pad_id);
 }
 
@@ -272,8 +273,10 @@ torch::Tensor BertForMaskedLmImpl::head(const torch::Tensor& hidden) {
   return head_runner_(hidden, [&](const torch::Tensor& x) {
     const torch::Tensor h = layer_norm_through(transform_norm_runner_, transform_norm_,
                                                ops::gelu(project(policy_, transform_, x)));  // (N, H)
-    const torch::Tensor& embedding = bert_->embeddings->word_embeddings->weight;
-    return tied_decoder(h, embedding.to(h.scalar_type()), decoder_bias_.to(h.scalar_type()));
+    return decoder_runner_(h, [&](const torch::Tensor& in) {
+      const torch::Tensor& embedding = bert_->embeddings->word_embeddings->weight;
+      return tied_decoder(in, embedding.to(in.scalar_type()), decoder_bias_.to(in.scalar_type()));
+    });
   });
 }
 

@@ -135,7 +135,7 @@ class BertForMaskedLmImpl : public ModelImpl {
   torch::nn::Linear transform_{nullptr};
   torch::nn::LayerNorm transform_norm_{nullptr};
   torch::Tensor decoder_bias_;
-  precision::ModuleRunner head_runner_, transform_norm_runner_;
+  precision::ModuleRunner head_runner_, transform_norm_runner_, decoder_runner_;
   bool head_in_fp32_;  // the decoder runs in an FP32 island (the default policy's "cls.predictions")
   precision::ModulePolicy policy_;
 };

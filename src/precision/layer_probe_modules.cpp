@@ -57,8 +57,11 @@ std::optional<size_t> LayerProbe::module_row(const std::string& module, const st
   layer.formats.resize(formats_.size());
   for (size_t f = 0; f < formats_.size(); ++f)
     if (formats_[f] == NumericFormat::kFp8 || formats_[f] == NumericFormat::kMxfp8)
-      layer.formats[f].why_not = std::string(layer.kind == "loss" ? "FP32" : "BF16") + ": " +
-                                 (formats_[f] == NumericFormat::kFp8 ? "FP8" : "MXFP8") + " takes projections only";
+      layer.formats[f].why_not = layer.kind == "tied Linear"
+                                     ? "BF16: the model runs it outside its GEMM route"
+                                     : std::string(layer.kind == "loss" ? "FP32" : "BF16") + ": " +
+                                           (formats_[f] == NumericFormat::kFp8 ? "FP8" : "MXFP8") +
+                                           " takes projections only";
   return by_module_[module] = add_layer(std::move(layer), weight);
 }
 
@@ -74,6 +77,8 @@ void LayerProbe::measure_module(size_t layer, const Tensors& inputs, const Forwa
   torch::NoGradGuard no_grad;
   Tensors detached;
   for (const torch::Tensor& x : inputs) detached.push_back(x.detach());
+  if (layers_[layer].kind == "tied Linear")  // a product with another module's weight: its shape from the tensors
+    layers_[layer].in_features = inputs[0].size(-1), layers_[layer].out_features = reference.size(-1);
   layers_[layer].macs = module_macs(layers_[layer], inputs, reference);
   for (size_t f = 0; f < formats_.size(); ++f) {
     LayerInFormat& in = layers_[layer].formats[f];
