@@ -2,8 +2,6 @@
 #include "config/schema.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "common/error.h"
 

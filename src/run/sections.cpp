@@ -2,9 +2,6 @@
 // into their sections' options.
 #include "run/sections.h"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <set>
 
 #include "common/error.h"
